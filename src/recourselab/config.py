@@ -1,0 +1,243 @@
+"""Typed parameters: ``params.yaml`` validated into frozen pydantic models.
+
+``load_params`` rejects unknown or misspelled keys with a message naming the key, the
+section it appeared in and the valid keys there. The model defaults *are* the default
+profile; other profiles (``profiles/<name>.yaml``) are overlays rendered on top of them by
+:func:`render_profile`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from recourselab.errors import ConfigError
+
+DEFAULT_DATASETS = ["moons", "circles", "spirals", "chessboard", "adult", "compas", "german"]
+PROFILES_DIR = "profiles"
+
+
+class StrictModel(BaseModel):
+    """Base of every params section: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CustomDataset(StrictModel):
+    """A user-declared dataset read from a CSV or Parquet file (no code needed)."""
+
+    path: Path = Field(description="CSV (optionally .gz) or Parquet file; relative to the data dir")
+    target: str = Field(description="Name of the label column")
+    favourable: str | int | float | bool = Field(description="The favourable (desired) label")
+    categorical: list[str] = Field(default_factory=list)
+    integer: list[str] = Field(default_factory=list)
+    immutable: list[str] = Field(default_factory=list)
+    drop: list[str] = Field(default_factory=list)
+    sha256: str | None = Field(default=None, description="Expected sha256 of the file, if known")
+    sep: str = Field(default=",", description="CSV field separator")
+
+
+class DataParams(StrictModel):
+    """Where raw data comes from."""
+
+    dir: Path | None = Field(
+        default=None,
+        description="Directory of user-supplied files (HELOC, Blood, Hotel, custom); "
+        "falls back to $RECOURSELAB_DATA_DIR",
+    )
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Cache of downloaded registry artifacts; falls back to "
+        "$RECOURSELAB_CACHE_DIR, then ~/.cache/recourselab",
+    )
+    custom: dict[str, CustomDataset] = Field(default_factory=dict)
+
+
+class PrepareParams(StrictModel):
+    """Settings of the ``prepare`` stage."""
+
+    split: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    n_synthetic: int = Field(default=3000, ge=20)
+    data_seed: int = Field(default=0, ge=0, description="Seed of the synthetic generators")
+    chessboard_std: float = Field(default=0.05, gt=0)
+    max_rows: int | None = Field(
+        default=None, ge=50, description="Stratified subsample of large datasets before splitting"
+    )
+
+    @field_validator("split")
+    @classmethod
+    def _split_sums_to_one(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
+        if any(p <= 0 for p in v) or abs(sum(v) - 1.0) > 1e-9:
+            raise ValueError(f"split fractions must be positive and sum to 1, got {list(v)}")
+        return v
+
+
+class OrchestrationParams(StrictModel):
+    """Prefect settings shared by every multi-seed stage."""
+
+    cache_dir: Path = Field(
+        default=Path(".recourselab/cache"),
+        description="Prefect result store and staged task artifacts (relative to the project)",
+    )
+    max_workers: int = Field(default=2, ge=1, description="Concurrent per-seed tasks")
+
+
+class Params(StrictModel):
+    """The whole ``params.yaml``."""
+
+    profile: str = "default"
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    datasets: list[str] = Field(default_factory=lambda: list(DEFAULT_DATASETS))
+    data: DataParams = Field(default_factory=DataParams)
+    prepare: PrepareParams = Field(default_factory=PrepareParams)
+    orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_valid(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("at least one seed is required")
+        if len(set(v)) != len(v) or min(v) < 0:
+            raise ValueError(f"seeds must be distinct non-negative integers, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _datasets_known(self) -> Params:
+        from recourselab.data.registry import BUILTIN_DATASETS
+
+        valid = sorted(BUILTIN_DATASETS) + sorted(self.data.custom)
+        clash = set(self.data.custom) & set(BUILTIN_DATASETS)
+        if clash:
+            raise ValueError(f"custom datasets may not reuse built-in names: {sorted(clash)}")
+        for name in self.datasets:
+            if name not in valid:
+                raise ValueError(
+                    f"unknown dataset {name!r}{_suggest(name, valid)}; valid datasets: "
+                    f"{', '.join(valid)} (declare your own under data.custom)"
+                )
+        if len(set(self.datasets)) != len(self.datasets):
+            raise ValueError(f"datasets listed twice: {self.datasets}")
+        return self
+
+
+def _suggest(word: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(word, valid, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _valid_keys(loc: tuple[Any, ...]) -> tuple[str, list[str]]:
+    """Walk ``loc`` (minus its last element) through the model tree to the enclosing model."""
+    model: type[BaseModel] = Params
+    section: list[str] = []
+    parts = list(loc[:-1])
+    while parts:
+        part = parts.pop(0)
+        section.append(str(part))
+        annotation = model.model_fields[str(part)].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        elif getattr(annotation, "__origin__", None) is dict:
+            section.append(str(parts.pop(0)))
+            model = annotation.__args__[1]
+        else:  # pragma: no cover - extra keys only occur inside models
+            break
+    return ".".join(section) or "<top level>", list(model.model_fields)
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = [f"invalid parameters in {source}:"]
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        key = ".".join(str(p) for p in loc)
+        if e["type"] == "extra_forbidden":
+            section, valid = _valid_keys(loc)
+            name = str(loc[-1])
+            lines.append(
+                f"  unknown key {key!r} in section {section!r}{_suggest(name, valid)}; "
+                f"valid keys: {', '.join(valid)}"
+            )
+        else:
+            where = f"{key}: " if key else ""
+            lines.append(f"  {where}{e['msg']}")
+    return "\n".join(lines)
+
+
+def parse_params(raw: dict[str, Any] | None, source: str = "<params>") -> Params:
+    """Validate a params mapping into :class:`Params`.
+
+    Raises
+    ------
+    ConfigError
+        Naming every unknown key with the valid keys of its section, and every bad value.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source} must hold a mapping at the top level, got {type(raw).__name__}")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err, source)) from None
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate ``params.yaml``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"params file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from None
+    return parse_params(raw, source=str(path))
+
+
+def _deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def available_profiles(root: str | Path = ".") -> list[str]:
+    """Names of the profiles: ``default`` plus every ``profiles/<name>.yaml``."""
+    found = sorted(p.stem for p in (Path(root) / PROFILES_DIR).glob("*.yaml"))
+    return ["default", *[n for n in found if n != "default"]]
+
+
+def render_profile(name: str, root: str | Path = ".") -> Params:
+    """The full params of a profile: the model defaults with ``profiles/<name>.yaml`` on top."""
+    base = Params().model_dump(mode="json")
+    if name == "default":
+        return parse_params(base, source="default profile")
+    path = Path(root) / PROFILES_DIR / f"{name}.yaml"
+    if not path.is_file():
+        valid = available_profiles(root)
+        raise ConfigError(f"unknown profile {name!r}{_suggest(name, valid)}; valid: {', '.join(valid)}")
+    overlay = yaml.safe_load(path.read_text()) or {}
+    overlay["profile"] = name
+    return parse_params(_deep_merge(base, overlay), source=str(path))
+
+
+def dump_params(params: Params) -> str:
+    """YAML text of ``params`` in declaration order (what ``params.yaml`` holds)."""
+    header = (
+        f"# recourselab parameters, profile {params.profile!r}.\n"
+        "# Switch profile with `recourselab profile NAME`; every key is documented in README.md.\n"
+    )
+    return header + yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
+
+
+def section_hash(section: BaseModel | Any) -> str:
+    """Stable sha256 of a params section (used in cache keys and provenance)."""
+    payload = section.model_dump(mode="json") if isinstance(section, BaseModel) else section
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()

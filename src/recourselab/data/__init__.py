@@ -1,0 +1,21 @@
+"""Data layer: sources, synthetic generators, validation, schema/encoder and splits."""
+
+from recourselab.data.datasets import (
+    LABEL,
+    ROW_ID,
+    PreparedSplits,
+    RawDataset,
+    dataset_spec,
+    load_dataset,
+    prepare_splits,
+    validate_frame,
+)
+from recourselab.data.registry import BUILTIN_DATASETS, DatasetSpec
+from recourselab.data.schema import Feature, Schema
+from recourselab.data.split import stratified_split
+
+__all__ = [
+    "BUILTIN_DATASETS", "LABEL", "ROW_ID", "DatasetSpec", "Feature", "PreparedSplits",
+    "RawDataset", "Schema", "dataset_spec", "load_dataset", "prepare_splits", "stratified_split",
+    "validate_frame",
+]

@@ -1,0 +1,304 @@
+"""Dataset loaders: raw file -> validated raw DataFrame -> per-seed encoded splits.
+
+:func:`load_dataset` reads a built-in or user-declared dataset, drops the declared
+columns, and validates it (declared columns present, numeric columns numeric, at least two
+classes, the favourable label present). :func:`prepare_splits` does the per-seed work of
+the ``prepare`` stage: stratified split, schema fitted on train, encoded tables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recourselab.config import CustomDataset, Params
+from recourselab.data import synthetic
+from recourselab.data.registry import BUILTIN_DATASETS, DatasetSpec
+from recourselab.data.schema import Schema, python_scalar, sorted_levels
+from recourselab.data.sources import read_registry_file, resolve_user_file
+from recourselab.data.split import stratified_split
+from recourselab.errors import DataError
+from recourselab.io import sha256_bytes, sha256_file
+
+log = logging.getLogger(__name__)
+
+ROW_ID = "row_id"
+LABEL = "y"
+
+
+@dataclass(frozen=True)
+class RawDataset:
+    """A validated raw dataset in original units.
+
+    Attributes
+    ----------
+    frame : DataFrame (n, p + 1): feature columns then the target column.
+    spec : the dataset's declaration.
+    fingerprint : sha256 of the source bytes and generator settings (cache keys, provenance).
+    levels : categorical levels over the whole file (the domain).
+    """
+
+    frame: pd.DataFrame
+    spec: DatasetSpec
+    fingerprint: str
+    levels: dict[str, list[Any]]
+
+    @property
+    def classes(self) -> list[Any]:
+        return sorted_levels(self.frame[self.spec.target])
+
+
+@dataclass(frozen=True)
+class PreparedSplits:
+    """Encoded splits of one seed: tables with encoded features, ``y`` and ``row_id``."""
+
+    schema: Schema
+    tables: dict[str, pd.DataFrame]
+
+
+# ---------------------------------------------------------------------------- readers
+Reader = Callable[[DatasetSpec, Params], tuple[pd.DataFrame, str]]
+_ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
+                  "occupation", "relationship", "race", "sex", "capital-gain", "capital-loss",
+                  "hours-per-week", "native-country", "income"]
+
+
+def _csv(data: bytes, **kw: Any) -> pd.DataFrame:
+    return pd.read_csv(io.BytesIO(data), **kw)
+
+
+def _read_synthetic(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    p = params.prepare
+    kw: dict[str, Any] = {"n": p.n_synthetic, "seed": p.data_seed}
+    if spec.name == "chessboard":
+        kw["std"] = p.chessboard_std
+    frame = synthetic.GENERATORS[spec.name](**kw)
+    return frame, sha256_bytes(repr(sorted(kw.items())).encode())
+
+
+def _read_adult(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    cache = params.data.cache_dir
+    parts = []
+    for key, skip in (("adult.data", 0), ("adult.test", 1)):
+        data = read_registry_file(key, cache)
+        parts.append(_csv(data, header=None, names=_ADULT_COLUMNS, skiprows=skip,
+                          skipinitialspace=True, na_values="?"))
+    frame = pd.concat(parts, ignore_index=True).dropna(subset=["income"])
+    frame["income"] = frame["income"].str.rstrip(".")
+    return frame, "adult.data+adult.test"
+
+
+def _read_compas(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    frame = _csv(read_registry_file("compas.csv", params.data.cache_dir))
+    frame = frame.loc[:, ~frame.columns.duplicated()]
+    # ProPublica's filter: charge within 30 days of screening, known recidivism, no ordinary traffic.
+    keep = (frame["days_b_screening_arrest"].between(-30, 30) & (frame["is_recid"] != -1)
+            & (frame["c_charge_degree"] != "O") & (frame["score_text"] != "N/A"))
+    return frame.loc[keep].reset_index(drop=True), "compas.csv"
+
+
+def _read_german(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    return _csv(read_registry_file("germancredit.csv", params.data.cache_dir)), "germancredit.csv"
+
+
+def _read_cardio(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    return _csv(read_registry_file("cardio.csv", params.data.cache_dir), sep=";"), "cardio.csv"
+
+
+def _user_files(spec: DatasetSpec, params: Params) -> list[Path]:
+    return [resolve_user_file(f, params.data.dir, dataset=spec.name) for f in spec.files]
+
+
+def _read_heloc(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    (path,) = _user_files(spec, params)
+    frame = pd.read_csv(path)
+    feats = [c for c in frame.columns if c != spec.target]
+    values = frame[feats].apply(pd.to_numeric, errors="coerce")
+    no_record = (values == -9).all(axis=1)
+    frame = frame.loc[~no_record].reset_index(drop=True)
+    # -7 (condition not met), -8 (no usable trades), -9 (no record): missing -> train median.
+    frame[feats] = frame[feats].mask(frame[feats].isin([-7, -8, -9]))
+    return frame, sha256_file(path)
+
+
+def _read_blood(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    (path,) = _user_files(spec, params)
+    return pd.read_csv(path), sha256_file(path)
+
+
+def _read_hotel(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    parts = []
+    for path, hotel in zip(_user_files(spec, params), ("City Hotel", "Resort Hotel"), strict=True):
+        part = pd.read_csv(path, dtype={"agent": str, "company": str})
+        part.insert(0, "hotel", hotel)
+        parts.append(part)
+    frame = pd.concat(parts, ignore_index=True)
+    for col in frame.columns[frame.dtypes == object]:
+        frame[col] = frame[col].str.strip()
+    # NULL agent/company means "booked without one": a level of its own, not a missing value.
+    frame[["agent", "company"]] = frame[["agent", "company"]].replace("NULL", "none")
+    frame["country"] = frame["country"].replace("NULL", np.nan)
+    return frame, "+".join(sha256_file(p) for p in _user_files(spec, params))
+
+
+READERS: dict[str, Reader] = {
+    "moons": _read_synthetic, "circles": _read_synthetic, "spirals": _read_synthetic,
+    "chessboard": _read_synthetic, "adult": _read_adult, "compas": _read_compas,
+    "german": _read_german, "cardio": _read_cardio, "heloc": _read_heloc, "blood": _read_blood,
+    "hotel": _read_hotel,
+}
+
+
+def custom_spec(name: str, decl: CustomDataset) -> DatasetSpec:
+    """A :class:`DatasetSpec` from a ``data.custom`` declaration in params.yaml."""
+    return DatasetSpec(name=name, target=decl.target, favourable=decl.favourable, source="custom",
+                       description=f"user dataset from {decl.path}",
+                       categorical=tuple(decl.categorical), integer=tuple(decl.integer),
+                       immutable=tuple(decl.immutable), drop=tuple(decl.drop),
+                       files=(str(decl.path),))
+
+
+def _read_custom(name: str, decl: CustomDataset, params: Params) -> tuple[pd.DataFrame, str]:
+    path = resolve_user_file(decl.path, params.data.dir, dataset=name, sha256=decl.sha256)
+    suffixes = path.suffixes
+    try:
+        if suffixes and suffixes[-1] == ".parquet":
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path, sep=decl.sep)
+    except Exception as err:  # noqa: BLE001 - re-raised with the file named
+        raise DataError(f"dataset {name!r}: cannot read {path}: {err}") from err
+    return frame, sha256_file(path)
+
+
+def dataset_spec(name: str, params: Params) -> DatasetSpec:
+    """The declaration of dataset ``name`` (built-in or ``data.custom``)."""
+    if name in params.data.custom:
+        return custom_spec(name, params.data.custom[name])
+    if name in BUILTIN_DATASETS:
+        return BUILTIN_DATASETS[name]
+    valid = sorted(BUILTIN_DATASETS) + sorted(params.data.custom)
+    raise DataError(f"unknown dataset {name!r}; valid datasets: {', '.join(valid)}")
+
+
+# ---------------------------------------------------------------------------- validation
+def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
+    """Apply ``spec`` to a raw frame: drop columns, check roles and types.
+
+    Returns the frame restricted to the feature columns followed by the target.
+
+    Raises
+    ------
+    DataError
+        Naming the dataset and the offending column(s).
+    """
+    name = spec.name
+    declared = {"target": [spec.target], "categorical": spec.categorical, "integer": spec.integer,
+                "immutable": spec.immutable, "drop": spec.drop, "features": spec.features or ()}
+    for role, cols in declared.items():
+        missing = [c for c in cols if c not in frame.columns]
+        if missing:
+            raise DataError(f"dataset {name!r}: {role} column(s) {missing} not found in the file; "
+                            f"available columns: {list(frame.columns)}")
+    frame = frame.drop(columns=list(spec.drop))
+    features = list(spec.features) if spec.features else [c for c in frame.columns if c != spec.target]
+    for role in ("categorical", "integer", "immutable"):
+        stray = [c for c in declared[role] if c not in features]
+        if stray:
+            raise DataError(f"dataset {name!r}: {role} column(s) {stray} are not features")
+    both = sorted(set(spec.categorical) & set(spec.integer))
+    if both:
+        raise DataError(f"dataset {name!r}: column(s) {both} declared both categorical and integer")
+    frame = frame[features + [spec.target]].copy()
+
+    n_missing_target = int(frame[spec.target].isna().sum())
+    if n_missing_target:
+        log.warning("dataset %r: dropping %d rows without a label", name, n_missing_target)
+        frame = frame.loc[frame[spec.target].notna()].reset_index(drop=True)
+    for col in features:
+        if col in spec.categorical:
+            continue
+        raw = frame[col]
+        num = pd.to_numeric(raw, errors="coerce")
+        bad = num.isna() & raw.notna()
+        if bad.any():
+            examples = sorted({str(v) for v in raw[bad].head(5)})
+            raise DataError(f"dataset {name!r}: non-numeric values in numerical column {col!r}, "
+                            f"e.g. {examples} (declare it categorical if it is)")
+        frame[col] = num.astype(float)
+    if frame[features].shape[1] == 0:
+        raise DataError(f"dataset {name!r}: no feature columns left")
+
+    labels = sorted_levels(frame[spec.target])
+    if len(labels) < 2:
+        raise DataError(f"dataset {name!r}: target {spec.target!r} has a single class {labels}; "
+                        "counterfactuals need at least two")
+    if python_scalar(spec.favourable) not in labels:
+        # A YAML favourable "1" for an integer column (or the reverse) is the usual cause.
+        matches = [lv for lv in labels if str(lv) == str(spec.favourable)]
+        if len(matches) != 1:
+            raise DataError(f"dataset {name!r}: favourable label {spec.favourable!r} is not a value "
+                            f"of target {spec.target!r}; labels: {labels}")
+    return frame
+
+
+def load_dataset(name: str, params: Params) -> RawDataset:
+    """Read and validate dataset ``name``.
+
+    Returns
+    -------
+    RawDataset with the validated frame (original units) and its fingerprint.
+    """
+    spec = dataset_spec(name, params)
+    if spec.source == "custom":
+        frame, source_hash = _read_custom(name, params.data.custom[name], params)
+    else:
+        frame, source_hash = READERS[name](spec, params)
+    frame = validate_frame(frame, spec)
+    favourable = python_scalar(spec.favourable)
+    labels = sorted_levels(frame[spec.target])
+    if favourable not in labels:
+        favourable = next(lv for lv in labels if str(lv) == str(favourable))
+        spec = dataclasses.replace(spec, favourable=favourable)
+    max_rows = params.prepare.max_rows
+    if max_rows is not None and len(frame) > max_rows:
+        keep = stratified_split(frame[spec.target].to_numpy(), params.prepare.data_seed,
+                                (max_rows / len(frame) * 0.5, max_rows / len(frame) * 0.5,
+                                 1 - max_rows / len(frame)))
+        frame = frame.iloc[np.sort(np.concatenate([keep["train"], keep["val"]]))].reset_index(drop=True)
+        log.info("dataset %r: subsampled to %d rows (prepare.max_rows)", name, len(frame))
+    levels = {c: sorted_levels(frame[c]) for c in spec.categorical}
+    fingerprint = sha256_bytes(repr((source_hash, dataclasses.astuple(spec), len(frame))).encode())
+    return RawDataset(frame=frame, spec=spec, fingerprint=fingerprint, levels=levels)
+
+
+def prepare_splits(raw: RawDataset, seed: int, fractions: tuple[float, float, float]) -> PreparedSplits:
+    """Split ``raw`` for ``seed``, fit the schema on train and encode every split.
+
+    Returns
+    -------
+    PreparedSplits whose tables hold ``row_id`` (row in the raw frame), the encoded feature
+    columns (``schema.encoded_columns``) and ``y`` (class index; favourable = last).
+    """
+    spec, frame = raw.spec, raw.frame
+    parts = stratified_split(frame[spec.target].to_numpy(), seed, fractions)
+    schema = Schema.fit(frame.iloc[parts["train"]], dataset=spec.name, target=spec.target,
+                        favourable=spec.favourable, categorical=spec.categorical,
+                        integer=spec.integer, immutable=spec.immutable, levels=raw.levels,
+                        classes=raw.classes)
+    tables = {}
+    for split, idx in parts.items():
+        rows = frame.iloc[idx]
+        table = pd.DataFrame(schema.transform(rows), columns=schema.encoded_columns)
+        table.insert(0, ROW_ID, idx.astype(np.int64))
+        table[LABEL] = schema.encode_target(rows[spec.target])
+        tables[split] = table
+    return PreparedSplits(schema=schema, tables=tables)

@@ -1,0 +1,295 @@
+"""Schema and encoder: train-median imputation, z-scores, TabRep phase encoding.
+
+Numerical feature ``j``: missing values take the train median, then
+``z = (x - mean_j) / std_j`` (train statistics). Categorical feature ``j`` with ``K_j``
+levels: level ``k`` becomes the pair ``(cos(2*pi*k/K_j), sin(2*pi*k/K_j))``; decoding takes
+``atan2`` and the nearest level, so any point of the plane decodes to a valid level.
+Missing categorical values take the train mode. Levels are the dataset's domain (all values
+seen in the file), statistics come from the training split only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from recourselab.errors import DataError, UnknownCategoryError
+from recourselab.io import write_json
+
+SCHEMA_VERSION = 1
+
+
+def python_scalar(value: Any) -> Any:
+    """numpy scalars -> Python scalars (JSON-safe, exact equality with parsed JSON)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def sorted_levels(values: pd.Series) -> list[Any]:
+    """Distinct non-missing values, as Python scalars, in a stable order."""
+    uniq = {python_scalar(v) for v in pd.unique(values.dropna())}
+    return sorted(uniq, key=lambda v: (type(v).__name__, v))
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One input column: its type, role and (train-fitted) encoding statistics."""
+
+    name: str
+    kind: Literal["numerical", "categorical"]
+    integer: bool = False
+    immutable: bool = False
+    levels: tuple[Any, ...] = ()
+    median: float = 0.0
+    mean: float = 0.0
+    std: float = 1.0
+    lower: float = 0.0
+    upper: float = 0.0
+    mode: Any = None
+
+    @property
+    def width(self) -> int:
+        """Number of encoded columns (1 numerical, 2 categorical)."""
+        return 1 if self.kind == "numerical" else 2
+
+    @property
+    def encoded_names(self) -> list[str]:
+        return [self.name] if self.kind == "numerical" else [f"{self.name}__cos", f"{self.name}__sin"]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Everything needed to encode raw rows and to decode counterfactuals back.
+
+    ``classes[i]`` is the original label of encoded class ``i``; the favourable label is
+    always the last class (1 for binary data).
+    """
+
+    dataset: str
+    target: str
+    classes: tuple[Any, ...]
+    features: tuple[Feature, ...]
+    version: int = SCHEMA_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def fit(
+        cls,
+        train: pd.DataFrame,
+        *,
+        dataset: str,
+        target: str,
+        favourable: Any,
+        categorical: list[str] | tuple[str, ...],
+        integer: list[str] | tuple[str, ...] = (),
+        immutable: list[str] | tuple[str, ...] = (),
+        levels: dict[str, list[Any]] | None = None,
+        classes: list[Any] | None = None,
+    ) -> Schema:
+        """Fit statistics on ``train`` (raw units, target column included).
+
+        Parameters
+        ----------
+        levels : categorical levels of the whole domain; default: those seen in ``train``.
+        classes : all labels of the dataset; default: those seen in ``train``.
+        """
+        feats = []
+        for name in (c for c in train.columns if c != target):
+            col = train[name]
+            if name in categorical:
+                lv = list(levels[name]) if levels and name in levels else sorted_levels(col)
+                observed = col.dropna()
+                mode = python_scalar(observed.mode().iloc[0]) if len(observed) else lv[0]
+                feats.append(Feature(name=name, kind="categorical", immutable=name in immutable,
+                                     levels=tuple(lv), mode=mode))
+            else:
+                values = col.to_numpy(dtype=float)
+                finite = values[~np.isnan(values)]
+                if finite.size == 0:
+                    raise DataError(f"dataset {dataset!r}: column {name!r} has no values in the training split")
+                median = float(np.median(finite))
+                filled = np.where(np.isnan(values), median, values)
+                std = float(filled.std())
+                feats.append(Feature(
+                    name=name, kind="numerical", integer=name in integer, immutable=name in immutable,
+                    median=median, mean=float(filled.mean()), std=std if std > 0 else 1.0,
+                    lower=float(finite.min()), upper=float(finite.max()),
+                ))
+        if classes is None:
+            classes = sorted_levels(train[target])
+        others = [c for c in classes if c != favourable]
+        return cls(dataset=dataset, target=target, classes=tuple(others + [python_scalar(favourable)]),
+                   features=tuple(feats))
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def feature_names(self) -> list[str]:
+        return [f.name for f in self.features]
+
+    @property
+    def encoded_columns(self) -> list[str]:
+        return [c for f in self.features for c in f.encoded_names]
+
+    @property
+    def n_encoded(self) -> int:
+        return sum(f.width for f in self.features)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def favourable_index(self) -> int:
+        return len(self.classes) - 1
+
+    def slices(self) -> dict[str, slice]:
+        """Encoded column range of every feature."""
+        out, start = {}, 0
+        for f in self.features:
+            out[f.name] = slice(start, start + f.width)
+            start += f.width
+        return out
+
+    def immutable_mask(self) -> np.ndarray:
+        """Boolean mask over encoded columns, True where the feature is immutable. Shape (d,)."""
+        return np.array([f.immutable for f in self.features for _ in range(f.width)], dtype=bool)
+
+    def categorical_mask(self) -> np.ndarray:
+        """Boolean mask over encoded columns, True for phase-encoded (cos, sin) columns. Shape (d,)."""
+        return np.array([f.kind == "categorical" for f in self.features for _ in range(f.width)])
+
+    def encoded_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per encoded column (lower, upper) box of the training data. Shapes (d,), (d,)."""
+        lo, hi = [], []
+        for f in self.features:
+            if f.kind == "numerical":
+                lo.append((f.lower - f.mean) / f.std)
+                hi.append((f.upper - f.mean) / f.std)
+            else:
+                lo += [-1.0, -1.0]
+                hi += [1.0, 1.0]
+        return np.array(lo), np.array(hi)
+
+    # ------------------------------------------------------------------ transforms
+    def check_columns(self, frame: pd.DataFrame) -> None:
+        missing = [n for n in self.feature_names if n not in frame.columns]
+        if missing:
+            raise DataError(f"dataset {self.dataset!r}: input lacks feature columns {missing}; "
+                            f"expected {self.feature_names}")
+
+    def transform(self, frame: pd.DataFrame) -> np.ndarray:
+        """Encode raw rows.
+
+        Parameters
+        ----------
+        frame : DataFrame with (at least) the feature columns in original units.
+
+        Returns
+        -------
+        ndarray of shape (n, n_encoded), float64.
+
+        Raises
+        ------
+        UnknownCategoryError
+            A categorical value that is not one of the schema's levels.
+        DataError
+            Missing columns or non-numeric values in a numerical column.
+        """
+        self.check_columns(frame)
+        out = np.empty((len(frame), self.n_encoded), dtype=float)
+        for f, sl in zip(self.features, self.slices().values(), strict=True):
+            col = frame[f.name]
+            if f.kind == "numerical":
+                values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+                bad = np.isnan(values) & col.notna().to_numpy()
+                if bad.any():
+                    examples = sorted({str(v) for v in col[bad].head(5)})
+                    raise DataError(f"dataset {self.dataset!r}: non-numeric values in numerical "
+                                    f"column {f.name!r}, e.g. {examples}")
+                values = np.where(np.isnan(values), f.median, values)
+                out[:, sl.start] = (values - f.mean) / f.std
+            else:
+                index = {lv: k for k, lv in enumerate(f.levels)}
+                filled = col.astype(object).where(col.notna(), f.mode)
+                codes = np.array([index.get(python_scalar(v), -1) for v in filled])
+                if (codes < 0).any():
+                    unknown = sorted({str(v) for v, c in zip(filled, codes, strict=True) if c < 0})[:10]
+                    raise UnknownCategoryError(
+                        f"dataset {self.dataset!r}: unknown categories {unknown} in column "
+                        f"{f.name!r}; known levels: {[str(v) for v in f.levels][:30]}")
+                angle = 2 * math.pi * codes / len(f.levels)
+                out[:, sl.start] = np.cos(angle)
+                out[:, sl.start + 1] = np.sin(angle)
+        return out
+
+    def decode_categorical(self, X: np.ndarray, name: str) -> np.ndarray:
+        """Level index of categorical ``name`` nearest in phase to encoded rows ``X`` (n, d)."""
+        f = self.features[self.feature_names.index(name)]
+        sl = self.slices()[name]
+        angle = np.arctan2(X[:, sl.start + 1], X[:, sl.start])
+        k = len(f.levels)
+        return np.mod(np.rint(angle * k / (2 * math.pi)), k).astype(int)
+
+    def inverse_transform(self, X: np.ndarray) -> pd.DataFrame:
+        """Decode encoded rows (n, n_encoded) to a DataFrame in original units and levels.
+
+        Integer features are rounded; categoricals snap to the nearest level in phase.
+        """
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2 or X.shape[1] != self.n_encoded:
+            raise DataError(f"dataset {self.dataset!r}: expected encoded rows of width "
+                            f"{self.n_encoded}, got shape {X.shape}")
+        cols: dict[str, Any] = {}
+        for f, sl in zip(self.features, self.slices().values(), strict=True):
+            if f.kind == "numerical":
+                v = X[:, sl.start] * f.std + f.mean
+                cols[f.name] = np.rint(v).astype(np.int64) if f.integer else v
+            else:
+                idx = self.decode_categorical(X, f.name)
+                cols[f.name] = pd.Series([f.levels[i] for i in idx], dtype=object)
+        return pd.DataFrame(cols)
+
+    def snap(self, X: np.ndarray) -> np.ndarray:
+        """Project encoded rows onto valid points: exact phase pairs, integer units. Shape kept."""
+        return self.transform(self.inverse_transform(X))
+
+    def encode_target(self, labels: pd.Series | np.ndarray) -> np.ndarray:
+        """Original labels -> class indices (n,), int64."""
+        index = {c: i for i, c in enumerate(self.classes)}
+        codes = np.array([index.get(python_scalar(v), -1) for v in labels], dtype=np.int64)
+        if (codes < 0).any():
+            unknown = sorted({str(v) for v, c in zip(labels, codes, strict=True) if c < 0})[:10]
+            raise UnknownCategoryError(f"dataset {self.dataset!r}: unknown labels {unknown} in "
+                                       f"target {self.target!r}; known: {list(self.classes)}")
+        return codes
+
+    def decode_target(self, codes: np.ndarray) -> np.ndarray:
+        return np.array([self.classes[int(i)] for i in codes], dtype=object)
+
+    # ------------------------------------------------------------------ persistence
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["encoded_columns"] = self.encoded_columns
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Schema:
+        d = dict(d)
+        d.pop("encoded_columns", None)
+        if d.get("version") != SCHEMA_VERSION:
+            raise DataError(f"schema version {d.get('version')} is not supported (expected {SCHEMA_VERSION})")
+        feats = tuple(Feature(**{**f, "levels": tuple(f["levels"])}) for f in d.pop("features"))
+        return cls(features=feats, classes=tuple(d.pop("classes")), **d)
+
+    def save(self, path: str | Path) -> Path:
+        return write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | Path) -> Schema:
+        return cls.from_dict(json.loads(Path(path).read_text()))

@@ -1,0 +1,36 @@
+"""Stratified train/val/test split, deterministic per seed."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+from recourselab.errors import DataError
+
+
+def stratified_split(y: np.ndarray, seed: int, fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)
+                     ) -> dict[str, np.ndarray]:
+    """Row indices of a stratified split.
+
+    Parameters
+    ----------
+    y : labels, shape (n,).
+    seed : random seed; the same seed always gives the same split.
+    fractions : train, val, test fractions (sum 1).
+
+    Returns
+    -------
+    dict with sorted index arrays ``train``, ``val``, ``test``: disjoint, covering ``range(n)``.
+    """
+    y = np.asarray(y)
+    _, counts = np.unique(y, return_counts=True)
+    if counts.size < 2:
+        raise DataError("cannot split: the target has a single class")
+    if counts.min() < 3:
+        raise DataError(f"cannot stratify: a class has only {counts.min()} rows (need >= 3)")
+    idx = np.arange(len(y))
+    f_train, f_val, f_test = fractions
+    rest, test = train_test_split(idx, test_size=f_test, stratify=y, random_state=seed)
+    train, val = train_test_split(rest, test_size=f_val / (f_train + f_val), stratify=y[rest],
+                                  random_state=seed + 1)
+    return {"train": np.sort(train), "val": np.sort(val), "test": np.sort(test)}

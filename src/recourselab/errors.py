@@ -1,0 +1,21 @@
+"""Exception types. Every error names the offending dataset, column, key or file."""
+
+
+class RecourselabError(Exception):
+    """Base class of all recourselab errors."""
+
+
+class ConfigError(RecourselabError, ValueError):
+    """Invalid ``params.yaml`` content: unknown keys, wrong types, impossible values."""
+
+
+class DataError(RecourselabError, ValueError):
+    """Invalid input data: missing columns, single-class targets, non-numeric values..."""
+
+
+class UnknownCategoryError(DataError):
+    """A categorical value that the schema does not know, met at transform time."""
+
+
+class ChecksumError(DataError):
+    """A file whose sha256 does not match the expected one."""

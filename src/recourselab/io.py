@@ -1,0 +1,98 @@
+"""Artifact I/O: atomic writes, Parquet with provenance metadata, JSON, hashing.
+
+Every write goes to a temporary file in the destination directory and is then moved into
+place with :func:`os.replace`, so an interrupted run never leaves a truncated file that a
+later stage would read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PROVENANCE_KEY = b"recourselab"
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; move it onto ``path`` only on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Atomically write ``data`` to ``path``."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    """Atomically write ``obj`` as indented, key-sorted JSON."""
+    return write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: str | Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def write_parquet(path: str | Path, frame: pd.DataFrame, provenance: dict[str, Any] | None = None) -> Path:
+    """Atomically write ``frame`` (without its index) with ``provenance`` in the file metadata."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if provenance:
+        meta = dict(table.schema.metadata or {})
+        meta[PROVENANCE_KEY] = json.dumps(provenance, sort_keys=True).encode()
+        table = table.replace_schema_metadata(meta)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return Path(path)
+
+
+def read_parquet(path: str | Path) -> pd.DataFrame:
+    return pd.read_parquet(path)
+
+
+def read_provenance(path: str | Path) -> dict[str, Any]:
+    """The provenance dictionary stored by :func:`write_parquet` (empty if none)."""
+    meta = pq.read_schema(path).metadata or {}
+    raw = meta.get(PROVENANCE_KEY)
+    return json.loads(raw) if raw else {}
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def copy_atomic(src: str | Path, dst: str | Path) -> Path:
+    """Copy ``src`` onto ``dst`` atomically."""
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+    return Path(dst)
