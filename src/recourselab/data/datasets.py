@@ -141,7 +141,7 @@ def _read_hotel(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
         part.insert(0, "hotel", hotel)
         parts.append(part)
     frame = pd.concat(parts, ignore_index=True)
-    for col in frame.columns[frame.dtypes == object]:
+    for col in frame.select_dtypes(include=["object", "string"]).columns:
         frame[col] = frame[col].str.strip()
     # NULL agent/company means "booked without one": a level of its own, not a missing value.
     frame[["agent", "company"]] = frame[["agent", "company"]].replace("NULL", "none")

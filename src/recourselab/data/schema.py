@@ -112,7 +112,8 @@ class Schema:
                 values = col.to_numpy(dtype=float)
                 finite = values[~np.isnan(values)]
                 if finite.size == 0:
-                    raise DataError(f"dataset {dataset!r}: column {name!r} has no values in the training split")
+                    raise DataError(
+                        f"dataset {dataset!r}: column {name!r} has no values in the training split")
                 median = float(np.median(finite))
                 filled = np.where(np.isnan(values), median, values)
                 std = float(filled.std())

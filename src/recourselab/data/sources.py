@@ -134,7 +134,8 @@ def read_registry_file(key: str, cache: str | Path | None = None) -> bytes:
             data = member.read()
     got = sha256_bytes(data)
     if got != spec.sha256:
-        raise ChecksumError(f"sha256 mismatch for {spec.member} in {archive}: expected {spec.sha256}, got {got}")
+        raise ChecksumError(
+            f"sha256 mismatch for {spec.member} in {archive}: expected {spec.sha256}, got {got}")
     return data
 
 

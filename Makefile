@@ -1,0 +1,37 @@
+# recourselab: `make repro` runs the pipeline, `make test` the test suite.
+# Every target is idempotent; `setup` only reinstalls when pyproject.toml changed.
+VENV    ?= .venv
+PYTHON  ?= python3
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.recourselab-installed
+
+export DVC_NO_ANALYTICS := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+
+.PHONY: setup repro test bench lint clean-cache
+
+setup: $(STAMP)
+	$(BIN)/recourselab fetch-data
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	# CPU build of torch first: an unpinned torch would pull GBs of CUDA wheels.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+repro: setup
+	$(BIN)/recourselab repro
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+lint: setup
+	$(BIN)/ruff check src stages flows tests bench
+
+clean-cache:
+	rm -rf .recourselab/cache

@@ -1,0 +1,56 @@
+"""Prefect flow of the ``prepare`` stage: one cached task per (dataset, seed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from recourselab import __version__
+from recourselab.config import Params, section_hash
+from recourselab.data import RawDataset, load_dataset, prepare_splits
+from recourselab.io import write_parquet
+from recourselab.orchestration import SeedResult, code_fingerprint, run_tasks, stage_artifacts
+
+STEP = "prepare"
+SPLITS = ("train", "val", "test")
+
+
+@task(name=STEP, task_run_name="prepare-{dataset}-seed={seed}",
+      cache_policy=TASK_SOURCE + INPUTS - "raw")
+def prepare(*, dataset: str, seed: int, section: dict[str, Any], fingerprint: str, code: str,
+            staging_root: str, raw: RawDataset) -> dict[str, Any]:
+    """Split, fit the schema on train, encode; stage the Parquet files and ``schema.json``."""
+    splits = prepare_splits(raw, seed, tuple(section["split"]))
+    provenance = {"dataset": dataset, "seed": seed, "step": STEP, "params_hash": section_hash(section),
+                  "source_fingerprint": fingerprint, "code_version": __version__, "code_hash": code}
+    writers = {f"{s}.parquet": (lambda p, s=s: write_parquet(p, splits.tables[s], {**provenance, "split": s}))
+               for s in SPLITS}
+    writers["schema.json"] = splits.schema.save
+    return stage_artifacts(Path(staging_root) / STEP / dataset / f"seed={seed}", writers)
+
+
+@flow(name=STEP, log_prints=False, validate_parameters=False)
+def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path) -> list[SeedResult]:
+    """Prepare every seed of ``dataset`` into ``out_root/<dataset>/seed=<s>/``.
+
+    The dataset is read and validated once, before any task runs or any file is written.
+    """
+    raw = load_dataset(dataset, params)
+    section = params.prepare.model_dump(mode="json")
+    code = code_fingerprint("recourselab.data", "recourselab.io")
+    calls = [dict(dataset=dataset, seed=s, section=section, fingerprint=raw.fingerprint, code=code,
+                  staging_root=str(Path(cache_root) / "artifacts"), raw=raw) for s in params.seeds]
+    out_dirs = [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]
+    return run_tasks(prepare, calls, out_dirs, Path(cache_root) / "results",
+                     keys=[f"{dataset}/seed={s}" for s in params.seeds])
+
+
+def run_prepare(dataset: str, params: Params, out_root: Path, cache_root: Path) -> list[SeedResult]:
+    """Run :func:`prepare_flow` with ``orchestration.max_workers`` concurrent seeds."""
+    runner = ThreadPoolTaskRunner(max_workers=params.orchestration.max_workers)
+    return prepare_flow.with_options(task_runner=runner)(
+        dataset=dataset, params=params, out_root=Path(out_root), cache_root=Path(cache_root))

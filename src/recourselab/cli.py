@@ -1,0 +1,138 @@
+"""The ``recourselab`` command: one subcommand per pipeline stage, plus project helpers.
+
+Stage subcommands run the same code as the DVC stage (``stages/<name>.py``) and must be
+run inside a recourselab checkout (they write under ``data/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from recourselab.errors import RecourselabError
+
+log = logging.getLogger(__name__)
+
+STAGES: dict[str, str] = {
+    "prepare": "split, encode and write data/prepared/<dataset>/seed=<s>/",
+}
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The nearest directory at or above ``start`` holding ``dvc.yaml`` and ``stages/``."""
+    start = (start or Path.cwd()).resolve()
+    for d in (start, *start.parents):
+        if (d / "dvc.yaml").is_file() and (d / "stages").is_dir():
+            return d
+    raise RecourselabError(f"no recourselab project (dvc.yaml + stages/) at or above {start}")
+
+
+def run_stage(name: str, argv: list[str]) -> int:
+    root = project_root()
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    os.chdir(root)
+    return importlib.import_module(f"stages.{name}").main(argv)
+
+
+def pipeline_env(root: Path) -> dict[str, str]:
+    """Environment for DVC and the stages: this interpreter first on PATH, quiet tools."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env.setdefault("DVC_NO_ANALYTICS", "1")
+    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    env.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    env.setdefault("PREFECT_HOME", str(root / ".recourselab" / "prefect"))
+    return env
+
+
+def repro(dvc_args: list[str]) -> int:
+    """``dvc repro`` with one local Prefect server for the run (none if nothing changed)."""
+    from recourselab.prefect_server import local_server
+
+    root = project_root()
+    env = pipeline_env(root)
+    dvc = [sys.executable, "-m", "dvc"]
+    if "PREFECT_API_URL" in env:
+        return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
+    up_to_date = subprocess.call([*dvc, "status", "--quiet"], cwd=root, env=env) == 0
+    if up_to_date and not dvc_args:
+        return subprocess.call([*dvc, "repro"], cwd=root, env=env)
+    with local_server(env=env) as url:
+        if url:
+            env["PREFECT_API_URL"] = url
+        return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
+
+
+def switch_profile(name: str, params_path: Path) -> int:
+    from recourselab.config import dump_params, render_profile
+    from recourselab.io import write_bytes
+
+    root = project_root()
+    params = render_profile(name, root)
+    write_bytes(params_path, dump_params(params).encode())
+    log.info("wrote profile %r to %s; `dvc repro` reruns exactly what changed", name, params_path)
+    return 0
+
+
+def list_datasets() -> int:
+    from recourselab.data.registry import BUILTIN_DATASETS
+
+    for spec in BUILTIN_DATASETS.values():
+        sys.stdout.write(f"{spec.name:<11} {spec.source:<9} {spec.description}\n")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="recourselab", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, helptext in STAGES.items():
+        sp = sub.add_parser(name, help=f"stage: {helptext}", add_help=False)
+        sp.add_argument("args", nargs=argparse.REMAINDER)
+    sp = sub.add_parser("repro", help="dvc repro with a local Prefect server for the run", add_help=False)
+    sp.add_argument("args", nargs=argparse.REMAINDER, help="extra arguments for dvc repro")
+    sp = sub.add_parser("profile", help="write params.yaml from a profile (default, tiny, paper, ...)")
+    sp.add_argument("name", nargs="?", help="profile name; omit to list them")
+    sp.add_argument("--params", type=Path, default=Path("params.yaml"))
+    sub.add_parser("fetch-data", help="download and verify the registry-shipped dataset files")
+    sub.add_parser("datasets", help="list the built-in datasets")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command in STAGES:
+            return run_stage(args.command, args.args)
+        if args.command == "repro":
+            return repro(args.args)
+        if args.command == "profile":
+            if args.name is None:
+                from recourselab.config import available_profiles
+
+                sys.stdout.write("\n".join(available_profiles(project_root())) + "\n")
+                return 0
+            return switch_profile(args.name, args.params)
+        if args.command == "fetch-data":
+            from recourselab.data.sources import fetch_all
+
+            for path in fetch_all():
+                log.info("verified %s", path)
+            return 0
+        if args.command == "datasets":
+            return list_datasets()
+    except RecourselabError as err:
+        log.error("%s", err)
+        return 1
+    raise AssertionError(f"unhandled command {args.command}")  # pragma: no cover
+
+
+if __name__ == "__main__":
+    sys.exit(main())

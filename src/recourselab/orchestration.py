@@ -1,0 +1,144 @@
+"""The per-seed Prefect pattern shared by every multi-seed stage.
+
+A stage's flow submits one task per (dataset, seed[, model]). A task writes its artifacts
+into a *staging* directory named after their content hash and returns a small JSON
+manifest; Prefect persists that manifest (JSON serializer, never pickle) in a result store
+under ``orchestration.cache_dir`` and keys it by task source + inputs (the params section,
+upstream fingerprints and a fingerprint of the library code). The flow then *publishes*
+the staged files into the stage's output folder with atomic copies. A second run with the
+same key is a cache hit: the task body does not run, the manifest is read back and the
+files are published again (DVC removes a stage's outputs before it reruns it). If staged
+files have vanished, the task is rerun with ``refresh_cache=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from recourselab.io import copy_atomic, sha256_file
+
+log = logging.getLogger(__name__)
+
+Writer = Callable[[Path], Any]
+
+
+@dataclass(frozen=True)
+class SeedResult:
+    """Outcome of one per-seed task: where its files went and whether it was a cache hit."""
+
+    key: str
+    out_dir: Path
+    files: dict[str, str]
+    state: str
+
+    @property
+    def cached(self) -> bool:
+        return self.state == "Cached"
+
+
+def code_fingerprint(*packages: str) -> str:
+    """sha256 over the source files of the given (sub)packages or modules of recourselab."""
+    import importlib
+
+    h = hashlib.sha256()
+    for name in sorted(packages):
+        mod = importlib.import_module(name)
+        origin = Path(mod.__file__)
+        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
+        for f in files:
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def stage_artifacts(staging_dir: str | Path, writers: Mapping[str, Writer]) -> dict[str, Any]:
+    """Write artifacts into a content-addressed staging directory.
+
+    Parameters
+    ----------
+    staging_dir : parent of the staged copies (e.g. ``<cache>/artifacts/prepare/moons/seed=0``).
+    writers : file name -> callable writing that file at the given path.
+
+    Returns
+    -------
+    JSON-safe manifest ``{"dir": str, "files": {name: sha256}}``.
+    """
+    staging_dir = Path(staging_dir)
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".staging-", dir=staging_dir))
+    try:
+        for name, write in writers.items():
+            write(tmp / name)
+        files = {name: sha256_file(tmp / name) for name in writers}
+        digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
+        final = staging_dir / digest
+        if final.exists():
+            shutil.rmtree(tmp)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"dir": str(final), "files": files}
+
+
+def manifest_intact(manifest: Mapping[str, Any]) -> bool:
+    """True when every staged file of ``manifest`` exists with its recorded sha256."""
+    src = Path(manifest["dir"])
+    return all((src / n).is_file() and sha256_file(src / n) == h for n, h in manifest["files"].items())
+
+
+def publish(manifest: Mapping[str, Any], out_dir: str | Path) -> dict[str, str]:
+    """Copy the staged files of ``manifest`` into ``out_dir`` (each copy atomic)."""
+    out_dir = Path(out_dir)
+    src = Path(manifest["dir"])
+    for name in manifest["files"]:
+        copy_atomic(src / name, out_dir / name)
+    return dict(manifest["files"])
+
+
+def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Path],
+              result_storage: Path, keys: Sequence[str] | None = None) -> list[SeedResult]:
+    """Submit ``task`` once per call, wait, publish every manifest into its ``out_dir``.
+
+    Must be called inside a Prefect flow. Tasks whose staged files are gone are rerun
+    with ``refresh_cache=True``. Publishing happens only after *all* tasks succeeded, so
+    a failing seed leaves every existing output untouched.
+    """
+    keys = list(keys) if keys is not None else [str(i) for i in range(len(calls))]
+    configured = task.with_options(result_storage=Path(result_storage), persist_result=True,
+                                   result_serializer="json")
+    futures = [configured.submit(**kw) for kw in calls]
+    manifests, states = [], []
+    for key, kw, fut in zip(keys, calls, futures, strict=True):
+        manifest = fut.result()
+        state = fut.state.name
+        if not manifest_intact(manifest):
+            log.warning("%s: staged artifacts missing, recomputing", key)
+            manifest = configured.with_options(refresh_cache=True)(**kw)
+            state = "Completed"
+        manifests.append(manifest)
+        states.append(state)
+    results = []
+    for key, manifest, state, out in zip(keys, manifests, states, out_dirs, strict=True):
+        files = publish(manifest, out)
+        results.append(SeedResult(key=key, out_dir=Path(out), files=files, state=state))
+        log.info("%s: %s -> %s", key, state, out)
+    return results
+
+
+def pick_device(slot: int = 0) -> str:
+    """``cuda:<slot mod n_gpus>`` when CUDA is available, else ``cpu`` (round-robin per seed)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda:{slot % torch.cuda.device_count()}"
+    return "cpu"

@@ -1,0 +1,1 @@
+"""Thin DVC stage scripts: parse arguments, load params, call the library/flows, write outs."""

@@ -1,0 +1,48 @@
+"""Argument parsing and logging shared by the stage scripts."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from recourselab.config import Params, load_params
+from recourselab.errors import RecourselabError
+
+log = logging.getLogger("recourselab.stages")
+
+
+def parser(step: str, doc: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=f"recourselab {step}", description=doc)
+    ap.add_argument("--dataset", required=True, help="dataset name (from params.yaml `datasets`)")
+    ap.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file")
+    ap.add_argument("--out", type=Path, default=None, help="output root (default: data/<stage folder>)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return ap
+
+
+def setup(args: argparse.Namespace) -> Params:
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return load_params(args.params)
+
+
+def cache_root(params: Params, params_file: Path) -> Path:
+    root = params.orchestration.cache_dir
+    return root if root.is_absolute() else (params_file.resolve().parent / root)
+
+
+def guarded(main):  # noqa: ANN001, ANN201 - decorator
+    """Turn recourselab errors into a one-line message and exit status 1."""
+
+    def wrapper(argv: list[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except RecourselabError as err:
+            log.error("%s", err)
+            return 1
+
+    wrapper.__doc__ = main.__doc__
+    return wrapper
