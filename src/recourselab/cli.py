@@ -106,13 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        if args.command in STAGES:
-            return run_stage(args.command, args.args)
-        if args.command == "repro":
-            return repro(args.args)
+        # Stage and repro arguments belong to the stage script / dvc: pass them through untouched.
+        if argv and argv[0] in STAGES:
+            return run_stage(argv[0], argv[1:])
+        if argv and argv[0] == "repro":
+            return repro(argv[1:])
+        args = build_parser().parse_args(argv)
         if args.command == "profile":
             if args.name is None:
                 from recourselab.config import available_profiles

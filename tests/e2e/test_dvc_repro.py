@@ -1,0 +1,54 @@
+"""End to end: `recourselab repro` (dvc repro + a local Prefect server) on the tiny profile."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.e2e
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"{cmd} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def test_dvc_repro_tiny_profile_in_a_git_copy(tmp_path):
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                           cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    work = tmp_path / "project"
+    for rel in files:
+        if (REPO_ROOT / rel).is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / rel, work / rel)
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1",
+           "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    env.pop("PREFECT_API_URL", None)
+    cli = [sys.executable, "-m", "recourselab.cli"]
+
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+        _run(cmd, work, env)
+    _run([*cli, "profile", "tiny"], work, env)
+    assert "profile: tiny" in (work / "params.yaml").read_text()
+
+    first = _run([*cli, "repro"], work, env)
+    assert "Running stage 'prepare@moons'" in first.stdout
+    train = pd.read_parquet(work / "data/prepared/moons/seed=0/train.parquet")
+    assert len(train) == 180 and set(train["y"]) == {0, 1}
+    assert not (work / "data/prepared/moons/seed=1").exists()
+    assert "prepare@moons" in (work / "dvc.lock").read_text()
+
+    second = _run([sys.executable, "-m", "dvc", "repro"], work, env)
+    assert "didn't change" in second.stdout or "up to date" in second.stdout
+    assert "Running stage" not in second.stdout

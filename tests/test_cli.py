@@ -1,0 +1,53 @@
+"""The `recourselab` command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from recourselab import cli
+from tests.conftest import REPO_ROOT
+
+
+def test_help_lists_every_stage():
+    proc = subprocess.run([sys.executable, "-m", "recourselab.cli", "--help"], capture_output=True,
+                          text=True, check=True)
+    for stage in cli.STAGES:
+        assert stage in proc.stdout
+    dvc_stages = (REPO_ROOT / "dvc.yaml").read_text()
+    for stage in cli.STAGES:
+        assert f"  {stage}:" in dvc_stages, f"CLI stage {stage} has no DVC stage"
+
+
+def test_stage_subcommand_passes_its_arguments(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["prepare", "--help"])
+    assert exc.value.code == 0
+    assert "--dataset" in capsys.readouterr().out
+
+
+def test_profile_lists_and_rejects_unknown(monkeypatch, tmp_path, capsys, caplog):
+    monkeypatch.chdir(REPO_ROOT)
+    assert cli.main(["profile"]) == 0
+    assert capsys.readouterr().out.split() == ["default", "paper", "tiny"]
+    target = tmp_path / "params.yaml"
+    assert cli.main(["profile", "tiyn", "--params", str(target)]) == 1
+    assert "did you mean 'tiny'" in caplog.text and not target.exists()
+    assert cli.main(["profile", "tiny", "--params", str(target)]) == 0
+    assert "datasets:\n- moons\n" in target.read_text()
+
+
+def test_datasets_lists_builtins(capsys):
+    assert cli.main(["datasets"]) == 0
+    out = capsys.readouterr().out
+    assert {line.split()[0] for line in out.splitlines()} == {
+        "moons", "circles", "spirals", "chessboard", "adult", "compas", "german", "cardio",
+        "heloc", "blood", "hotel"}
+
+
+def test_outside_a_project_is_a_clear_error(monkeypatch, tmp_path, caplog):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["prepare", "--dataset", "moons"]) == 1
+    assert "no recourselab project" in caplog.text

@@ -1,0 +1,36 @@
+"""The staging/publishing half of the Prefect pattern (no Prefect needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from recourselab.orchestration import code_fingerprint, manifest_intact, publish, stage_artifacts
+
+
+def test_stage_is_content_addressed_and_publish_copies(tmp_path):
+    writers = {"a.txt": lambda p: p.write_text("alpha"), "b.txt": lambda p: p.write_text("beta")}
+    m1 = stage_artifacts(tmp_path / "stage", writers)
+    m2 = stage_artifacts(tmp_path / "stage", writers)
+    assert m1 == m2
+    assert [p.name for p in (tmp_path / "stage").iterdir()] == [m1["dir"].rsplit("/", 1)[1]]
+    assert manifest_intact(m1)
+    publish(m1, tmp_path / "out")
+    assert (tmp_path / "out" / "b.txt").read_text() == "beta"
+    (tmp_path / "stage" / m1["dir"].rsplit("/", 1)[1] / "a.txt").write_text("tampered")
+    assert not manifest_intact(m1)
+
+
+def test_failing_writer_leaves_no_staging_dir(tmp_path):
+    def boom(path):
+        path.write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        stage_artifacts(tmp_path / "stage", {"x": boom})
+    assert list((tmp_path / "stage").iterdir()) == []
+
+
+def test_code_fingerprint_changes_with_modules():
+    a = code_fingerprint("recourselab.data")
+    assert a == code_fingerprint("recourselab.data")
+    assert a != code_fingerprint("recourselab.data", "recourselab.io")
