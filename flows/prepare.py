@@ -11,12 +11,12 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from recourselab import __version__
 from recourselab.config import Params, section_hash
-from recourselab.data import RawDataset, load_dataset, prepare_splits
+from recourselab.data import SPLITS, RawDataset, load_dataset, prepare_splits
+from recourselab.data.datasets import SCHEMA_FILE
 from recourselab.io import write_parquet
 from recourselab.orchestration import SeedResult, code_fingerprint, run_tasks, stage_artifacts
 
 STEP = "prepare"
-SPLITS = ("train", "val", "test")
 
 
 @task(name=STEP, task_run_name="prepare-{dataset}-seed={seed}",
@@ -29,7 +29,7 @@ def prepare(*, dataset: str, seed: int, section: dict[str, Any], fingerprint: st
                   "source_fingerprint": fingerprint, "code_version": __version__, "code_hash": code}
     writers = {f"{s}.parquet": (lambda p, s=s: write_parquet(p, splits.tables[s], {**provenance, "split": s}))
                for s in SPLITS}
-    writers["schema.json"] = splits.schema.save
+    writers[SCHEMA_FILE] = splits.schema.save
     return stage_artifacts(Path(staging_root) / STEP / dataset / f"seed={seed}", writers)
 
 

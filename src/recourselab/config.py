@@ -78,6 +78,78 @@ class PrepareParams(StrictModel):
         return v
 
 
+class ModelSpec(StrictModel):
+    """Search space and row caps of one model kind."""
+
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="hyperparameter -> values")
+    fixed: dict[str, Any] = Field(default_factory=dict, description="hyperparameters not searched")
+    max_tune_rows: int | None = Field(default=None, ge=30, description="rows used by the CV search")
+    max_fit_rows: int | None = Field(default=None, ge=30, description="rows used by the final refit")
+
+    @model_validator(mode="after")
+    def _grid_not_empty(self) -> ModelSpec:
+        empty = [k for k, v in self.grid.items() if not v]
+        if empty:
+            raise ValueError(f"empty value lists in grid: {empty}")
+        both = sorted(set(self.grid) & set(self.fixed))
+        if both:
+            raise ValueError(f"hyperparameters both searched and fixed: {both}")
+        return self
+
+
+def _spec(grid: dict[str, list[Any]], fixed: dict[str, Any] | None = None, tune: int | None = 5000,
+          fit: int | None = None) -> Any:
+    return Field(default_factory=lambda: ModelSpec(grid=grid, fixed=fixed or {}, max_tune_rows=tune,
+                                                   max_fit_rows=fit))
+
+
+class ModelsParams(StrictModel):
+    """Search grids of the model zoo (default profile: small grids, row caps for 2 cores)."""
+
+    knn: ModelSpec = _spec({"n_neighbors": [15, 25, 35]}, {"weights": "uniform"})
+    svm: ModelSpec = _spec({"C": [1, 10], "gamma": [0.05, 0.5, 5]}, tune=3000, fit=10000)
+    rf: ModelSpec = _spec({"max_depth": [10, 20, None]}, {"n_estimators": 200})
+    mlp: ModelSpec = _spec({"hidden_layer_sizes": [[64, 64], [128, 64]], "alpha": [1e-4, 1e-3]},
+                           {"max_iter": 200})
+    xgboost: ModelSpec = _spec({"max_depth": [3, 5, 7]}, {"n_estimators": 300, "learning_rate": 0.1})
+    catboost: ModelSpec = _spec({"depth": [4, 6]},
+                                {"learning_rate": 0.1, "l2_leaf_reg": 3, "iterations": 500})
+    tabnet: ModelSpec = _spec({}, {"lr": 0.02, "mask_type": "sparsemax", "max_epochs": 100, "patience": 10})
+    lightgbm: ModelSpec = _spec({"num_leaves": [15, 31, 63]}, {"n_estimators": 300, "learning_rate": 0.1})
+
+    @model_validator(mode="after")
+    def _known_hyperparameters(self) -> ModelsParams:
+        from recourselab.models.registry import MODEL_KINDS
+
+        for name in type(self).model_fields:
+            spec: ModelSpec = getattr(self, name)
+            valid = MODEL_KINDS[name].hyperparameters
+            for key in [*spec.grid, *spec.fixed]:
+                if key not in valid:
+                    raise ValueError(f"unknown hyperparameter {key!r} for model {name!r}"
+                                     f"{_suggest(key, list(valid))}; valid: {', '.join(valid)}")
+        return self
+
+
+class TuneEnsembleParams(StrictModel):
+    """Settings of the ``tune_ensemble`` stage."""
+
+    members: list[str] = Field(default_factory=lambda: ["knn", "svm", "rf", "mlp", "xgboost", "catboost",
+                                                        "tabnet"])
+    cv_folds: int = Field(default=3, ge=2)
+
+    @field_validator("members")
+    @classmethod
+    def _members_known(cls, v: list[str]) -> list[str]:
+        valid = list(ModelsParams.model_fields)
+        for name in v:
+            if name not in valid:
+                raise ValueError(f"unknown model {name!r}{_suggest(name, valid)}; valid: {', '.join(valid)}")
+        if not v or len(set(v)) != len(v):
+            raise ValueError(f"members must be a non-empty list of distinct models, got {v}")
+        return v
+
+
 class OrchestrationParams(StrictModel):
     """Prefect settings shared by every multi-seed stage."""
 
@@ -96,6 +168,8 @@ class Params(StrictModel):
     datasets: list[str] = Field(default_factory=lambda: list(DEFAULT_DATASETS))
     data: DataParams = Field(default_factory=DataParams)
     prepare: PrepareParams = Field(default_factory=PrepareParams)
+    models: ModelsParams = Field(default_factory=ModelsParams)
+    tune_ensemble: TuneEnsembleParams = Field(default_factory=TuneEnsembleParams)
     orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
 
     @field_validator("seeds")
@@ -198,10 +272,14 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     return parse_params(raw, source=str(path))
 
 
+#: Mappings that a profile replaces whole instead of merging into (search spaces).
+REPLACED_KEYS = ("grid", "fixed")
+
+
 def _deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in REPLACED_KEYS:
             out[key] = _deep_merge(out[key], value)
         else:
             out[key] = value

@@ -19,3 +19,10 @@ class UnknownCategoryError(DataError):
 
 class ChecksumError(DataError):
     """A file whose sha256 does not match the expected one."""
+
+
+class UnknownKeyError(RecourselabError, KeyError):
+    """A name that a registry does not hold (the message lists the valid names)."""
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return str(self.args[0]) if self.args else ""

@@ -24,6 +24,16 @@ import pyarrow.parquet as pq
 PROVENANCE_KEY = b"recourselab"
 
 
+def _file_mode() -> int:
+    """Mode of a plain new file under the current umask (mkstemp would give 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+FILE_MODE = _file_mode()
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; move it onto ``path`` only on success."""
@@ -33,6 +43,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -142,3 +142,17 @@ def pick_device(slot: int = 0) -> str:
     if torch.cuda.is_available():
         return f"cuda:{slot % torch.cuda.device_count()}"
     return "cpu"
+
+
+def dir_fingerprint(directory: str | Path) -> str:
+    """sha256 over the names and contents of the files directly in ``directory`` (upstream keys)."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(directory).iterdir() if p.is_file()):
+        h.update(f.name.encode())
+        h.update(sha256_file(f).encode())
+    return h.hexdigest()
+
+
+def threads_per_task(max_workers: int) -> int:
+    """CPU threads one task may use so that ``max_workers`` concurrent tasks do not oversubscribe."""
+    return max(1, (os.cpu_count() or 1) // max_workers)

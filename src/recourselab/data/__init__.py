@@ -3,10 +3,12 @@
 from recourselab.data.datasets import (
     LABEL,
     ROW_ID,
+    SPLITS,
     PreparedSplits,
     RawDataset,
     dataset_spec,
     load_dataset,
+    load_prepared,
     prepare_splits,
     validate_frame,
 )
@@ -16,6 +18,6 @@ from recourselab.data.split import stratified_split
 
 __all__ = [
     "BUILTIN_DATASETS", "LABEL", "ROW_ID", "DatasetSpec", "Feature", "PreparedSplits",
-    "RawDataset", "Schema", "dataset_spec", "load_dataset", "prepare_splits", "stratified_split",
-    "validate_frame",
+    "RawDataset", "SPLITS", "Schema", "dataset_spec", "load_dataset", "load_prepared",
+    "prepare_splits", "stratified_split", "validate_frame",
 ]

@@ -24,7 +24,7 @@ from recourselab.data import synthetic
 from recourselab.data.registry import BUILTIN_DATASETS, DatasetSpec
 from recourselab.data.schema import Schema, python_scalar, sorted_levels
 from recourselab.data.sources import read_registry_file, resolve_user_file
-from recourselab.data.split import stratified_split
+from recourselab.data.split import stratified_split, stratified_subsample
 from recourselab.errors import DataError
 from recourselab.io import sha256_bytes, sha256_file
 
@@ -56,12 +56,35 @@ class RawDataset:
         return sorted_levels(self.frame[self.spec.target])
 
 
+SPLITS = ("train", "val", "test")
+SCHEMA_FILE = "schema.json"
+
+
 @dataclass(frozen=True)
 class PreparedSplits:
     """Encoded splits of one seed: tables with encoded features, ``y`` and ``row_id``."""
 
     schema: Schema
     tables: dict[str, pd.DataFrame]
+
+    def arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        """Encoded features (n, d) float64 and class indices (n,) int64 of ``split``."""
+        table = self.tables[split]
+        return table[self.schema.encoded_columns].to_numpy(dtype=float), table[LABEL].to_numpy(dtype=np.int64)
+
+
+def load_prepared(seed_dir: str | Path) -> PreparedSplits:
+    """Read what the ``prepare`` stage wrote for one seed (``schema.json`` + split Parquet files)."""
+    seed_dir = Path(seed_dir)
+    if not (seed_dir / SCHEMA_FILE).is_file():
+        raise DataError(f"no prepared data in {seed_dir}; run the prepare stage first")
+    schema = Schema.load(seed_dir / SCHEMA_FILE)
+    tables = {s: pd.read_parquet(seed_dir / f"{s}.parquet") for s in SPLITS}
+    for split, table in tables.items():
+        missing = [c for c in [ROW_ID, *schema.encoded_columns, LABEL] if c not in table.columns]
+        if missing:
+            raise DataError(f"{seed_dir / split}.parquet lacks columns {missing}")
+    return PreparedSplits(schema=schema, tables=tables)
 
 
 # ---------------------------------------------------------------------------- readers
@@ -135,8 +158,9 @@ def _read_blood(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
 
 
 def _read_hotel(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
+    paths = _user_files(spec, params)
     parts = []
-    for path, hotel in zip(_user_files(spec, params), ("City Hotel", "Resort Hotel"), strict=True):
+    for path, hotel in zip(paths, ("City Hotel", "Resort Hotel"), strict=True):
         part = pd.read_csv(path, dtype={"agent": str, "company": str})
         part.insert(0, "hotel", hotel)
         parts.append(part)
@@ -146,7 +170,7 @@ def _read_hotel(spec: DatasetSpec, params: Params) -> tuple[pd.DataFrame, str]:
     # NULL agent/company means "booked without one": a level of its own, not a missing value.
     frame[["agent", "company"]] = frame[["agent", "company"]].replace("NULL", "none")
     frame["country"] = frame["country"].replace("NULL", np.nan)
-    return frame, "+".join(sha256_file(p) for p in _user_files(spec, params))
+    return frame, "+".join(sha256_file(p) for p in paths)
 
 
 READERS: dict[str, Reader] = {
@@ -223,6 +247,10 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
     if n_missing_target:
         log.warning("dataset %r: dropping %d rows without a label", name, n_missing_target)
         frame = frame.loc[frame[spec.target].notna()].reset_index(drop=True)
+        target = frame[spec.target]
+        # Missing labels turn an integer column into floats: restore the integers.
+        if pd.api.types.is_float_dtype(target) and (target == np.round(target)).all():
+            frame[spec.target] = target.astype(np.int64)
     for col in features:
         if col in spec.categorical:
             continue
@@ -270,10 +298,8 @@ def load_dataset(name: str, params: Params) -> RawDataset:
         spec = dataclasses.replace(spec, favourable=favourable)
     max_rows = params.prepare.max_rows
     if max_rows is not None and len(frame) > max_rows:
-        keep = stratified_split(frame[spec.target].to_numpy(), params.prepare.data_seed,
-                                (max_rows / len(frame) * 0.5, max_rows / len(frame) * 0.5,
-                                 1 - max_rows / len(frame)))
-        frame = frame.iloc[np.sort(np.concatenate([keep["train"], keep["val"]]))].reset_index(drop=True)
+        keep = stratified_subsample(frame[spec.target].to_numpy(), max_rows, params.prepare.data_seed)
+        frame = frame.iloc[keep].reset_index(drop=True)
         log.info("dataset %r: subsampled to %d rows (prepare.max_rows)", name, len(frame))
     levels = {c: sorted_levels(frame[c]) for c in spec.categorical}
     fingerprint = sha256_bytes(repr((source_hash, dataclasses.astuple(spec), len(frame))).encode())

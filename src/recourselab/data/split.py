@@ -34,3 +34,12 @@ def stratified_split(y: np.ndarray, seed: int, fractions: tuple[float, float, fl
     train, val = train_test_split(rest, test_size=f_val / (f_train + f_val), stratify=y[rest],
                                   random_state=seed + 1)
     return {"train": np.sort(train), "val": np.sort(val), "test": np.sort(test)}
+
+
+def stratified_subsample(y: np.ndarray, n: int | None, seed: int) -> np.ndarray:
+    """Sorted indices of a stratified subsample of exactly ``min(n, len(y))`` rows (all if ``n`` is None)."""
+    idx = np.arange(len(y))
+    if n is None or n >= len(y):
+        return idx
+    keep, _ = train_test_split(idx, train_size=n, stratify=y, random_state=seed)
+    return np.sort(keep)

@@ -1,0 +1,118 @@
+"""Prefect flow of the ``tune_ensemble`` stage: one cached task per (dataset, seed, model)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from recourselab.config import Params
+from recourselab.data import load_prepared
+from recourselab.io import read_json, write_json
+from recourselab.models.ensemble import member_entry, model_filename, write_manifest
+from recourselab.models.tuning import Split, tune_model
+from recourselab.orchestration import (
+    SeedResult,
+    code_fingerprint,
+    dir_fingerprint,
+    pick_device,
+    run_tasks,
+    stage_artifacts,
+    threads_per_task,
+)
+
+STEP = "tune_ensemble"
+
+
+@task(name=STEP, task_run_name="tune_ensemble-{dataset}-seed={seed}-{model}",
+      cache_policy=TASK_SOURCE + INPUTS - "prepared_dir")
+def tune_ensemble(*, dataset: str, seed: int, model: str, spec: dict[str, Any], section: dict[str, Any],
+                  upstream: str, code: str, staging_root: str, prepared_dir: str, n_threads: int,
+                  device: str) -> dict[str, Any]:
+    """Tune, refit and evaluate one model; stage its native file and ``<model>.json`` report."""
+    prepared = load_prepared(prepared_dir)
+    train, val, test = (Split(*prepared.arrays(s)) for s in ("train", "val", "test"))
+    result = tune_model(model, spec["grid"], spec["fixed"], train=train, val=val, test=test, seed=seed,
+                        n_classes=prepared.schema.n_classes, folds=section["cv_folds"],
+                        max_tune_rows=spec["max_tune_rows"], max_fit_rows=spec["max_fit_rows"],
+                        n_threads=n_threads, device=device)
+    report = {"model": model, "best_params": result.best_params, "cv_accuracy": result.cv_score,
+              "cv_results": result.cv_results, "metrics": result.metrics, "device": device,
+              "n_classes": prepared.schema.n_classes}
+    writers = {model_filename(model): result.model.save,
+               f"{model}.json": lambda p: write_json(p, report)}
+    return stage_artifacts(Path(staging_root) / STEP / dataset / f"seed={seed}" / model, writers)
+
+
+def summarize(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """Mean and std over seeds of every member's metrics."""
+    members = next(iter(per_seed.values()))
+    out: dict[str, Any] = {}
+    for name in members:
+        out[name] = {}
+        for metric in members[name]:
+            values = [per_seed[s][name][metric] for s in per_seed]
+            out[name][metric] = {"mean": statistics.fmean(values),
+                                 "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
+    return {"seeds": sorted(per_seed), "members": out}
+
+
+@flow(name=STEP, validate_parameters=False)
+def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_root: Path,
+                       metrics_root: Path, cache_root: Path) -> list[SeedResult]:
+    """Tune every member for every seed; write models, manifests and metrics.
+
+    Writes ``out_root/<dataset>/seed=<s>/{<model>.<ext>, <model>.json, manifest.json,
+    metrics.json}`` and the over-seeds summary ``metrics_root/<dataset>/tune_ensemble.json``.
+    """
+    import torch
+
+    section = params.tune_ensemble.model_dump(mode="json")
+    n_threads = threads_per_task(params.orchestration.max_workers)
+    torch.set_num_threads(n_threads)
+    code = code_fingerprint("recourselab.models", "recourselab.data")
+    calls, out_dirs, keys = [], [], []
+    for slot, seed in enumerate(params.seeds):
+        prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"
+        load_prepared(prepared_dir)  # fail early, before any task runs, if prepare is missing
+        upstream = dir_fingerprint(prepared_dir)
+        for model in params.tune_ensemble.members:
+            spec = getattr(params.models, model).model_dump(mode="json")
+            calls.append(dict(dataset=dataset, seed=seed, model=model, spec=spec, section=section,
+                              upstream=upstream, code=code, staging_root=str(Path(cache_root) / "artifacts"),
+                              prepared_dir=str(prepared_dir), n_threads=n_threads,
+                              device=pick_device(slot) if model == "tabnet" else "cpu"))
+            out_dirs.append(Path(out_root) / dataset / f"seed={seed}")
+            keys.append(f"{dataset}/seed={seed}/{model}")
+    results = run_tasks(tune_ensemble, calls, out_dirs, Path(cache_root) / "results", keys=keys)
+
+    per_seed: dict[int, dict[str, dict[str, float]]] = {}
+    for seed in params.seeds:
+        seed_dir = Path(out_root) / dataset / f"seed={seed}"
+        members, metrics = {}, {}
+        for r, call in zip(results, calls, strict=True):
+            if call["seed"] != seed:
+                continue
+            model = call["model"]
+            report = read_json(seed_dir / f"{model}.json")
+            members[model] = member_entry(model, report["best_params"], report["n_classes"],
+                                          r.files[model_filename(model)])
+            metrics[model] = report["metrics"]
+        write_manifest(seed_dir, members, dataset=dataset, seed=seed)
+        write_json(seed_dir / "metrics.json", metrics)
+        per_seed[seed] = metrics
+    write_json(Path(metrics_root) / dataset / f"{STEP}.json", summarize(per_seed))
+    return results
+
+
+def run_tune_ensemble(dataset: str, params: Params, prepared_root: Path, out_root: Path,
+                      metrics_root: Path, cache_root: Path) -> list[SeedResult]:
+    """Run :func:`tune_ensemble_flow` with ``orchestration.max_workers`` concurrent tasks."""
+    runner = ThreadPoolTaskRunner(max_workers=params.orchestration.max_workers)
+    return tune_ensemble_flow.with_options(task_runner=runner)(
+        dataset=dataset, params=params, prepared_root=Path(prepared_root), out_root=Path(out_root),
+        metrics_root=Path(metrics_root), cache_root=Path(cache_root))

@@ -1,0 +1,63 @@
+"""Saving and loading a tuned ensemble: native model files plus a JSON manifest.
+
+``manifest.json`` (one per dataset and seed) lists every member with its kind, file,
+sha256, hyperparameters and number of classes. :func:`load_ensemble` verifies each file's
+sha256 before loading it with the kind's native loader, and returns a :class:`BlackBox`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from recourselab.data.schema import Schema
+from recourselab.errors import ChecksumError, DataError
+from recourselab.io import read_json, sha256_file, write_json
+from recourselab.models.oracle import BlackBox
+from recourselab.models.registry import FittedModel, get_kind, load_model
+
+MANIFEST = "manifest.json"
+
+
+def model_filename(name: str) -> str:
+    return f"{name}.{get_kind(name).ext}"
+
+
+def member_entry(kind: str, params: dict[str, Any], n_classes: int, sha256: str) -> dict[str, Any]:
+    """Manifest entry of one saved member of ``kind`` (its file is ``model_filename(kind)``)."""
+    return {"kind": kind, "file": model_filename(kind), "sha256": sha256, "params": params,
+            "n_classes": n_classes}
+
+
+def write_manifest(directory: str | Path, members: dict[str, dict[str, Any]], **meta: Any) -> Path:
+    """Write ``manifest.json`` listing ``members`` (name -> :func:`member_entry`)."""
+    return write_json(Path(directory) / MANIFEST, {**meta, "members": members})
+
+
+def load_members(directory: str | Path, names: Sequence[str] | None = None) -> dict[str, FittedModel]:
+    """Load (a subset of) the members listed in ``directory/manifest.json``, sha256-verified."""
+    directory = Path(directory)
+    path = directory / MANIFEST
+    if not path.is_file():
+        raise DataError(f"no ensemble manifest at {path}; run the tune_ensemble stage first")
+    entries = read_json(path)["members"]
+    names = list(entries) if names is None else list(names)
+    missing = [n for n in names if n not in entries]
+    if missing:
+        raise DataError(f"{path} has no members {missing}; it holds {list(entries)}")
+    models = {}
+    for name in names:
+        e = entries[name]
+        file = directory / e["file"]
+        got = sha256_file(file) if file.is_file() else "missing file"
+        if got != e["sha256"]:
+            raise ChecksumError(f"sha256 mismatch for {file}: expected {e['sha256']}, got {got}")
+        models[name] = load_model(e["kind"], file, e["params"], e["n_classes"])
+    return models
+
+
+def load_ensemble(directory: str | Path, names: Sequence[str] | None = None, *,
+                  schema: Schema | None = None, budgets: dict[str, int] | None = None) -> BlackBox:
+    """A :class:`BlackBox` over the saved members in ``directory`` (all of them by default)."""
+    return BlackBox(load_members(directory, names), schema=schema, budgets=budgets)

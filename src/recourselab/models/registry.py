@@ -1,0 +1,378 @@
+"""The model zoo: eight model kinds behind one small interface.
+
+Every kind knows how to build an estimator from hyperparameters, fit it (early stopping on
+the *validation* split only, never test), predict class probabilities, and save/load it in
+a native or safe format (xgboost UBJ, LightGBM text, CatBoost .cbm, TabNet zip, scikit-learn
+via skops with an explicit allow-list of types). Nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import logging
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recourselab.errors import RecourselabError, UnknownKeyError
+
+log = logging.getLogger(__name__)
+
+#: The model-multiplicity ensemble of DensityFlow, in this order.
+ENSEMBLE = ("knn", "svm", "rf", "mlp", "xgboost", "catboost", "tabnet")
+
+
+class UnknownModelError(UnknownKeyError):
+    """A model kind that the registry does not know."""
+
+
+@dataclass
+class FitContext:
+    """What a fit may use besides the training rows."""
+
+    X_val: np.ndarray
+    y_val: np.ndarray
+    seed: int
+    n_classes: int
+    n_threads: int = 1
+    device: str = "cpu"
+    tuning: bool = False
+
+
+@dataclass
+class FittedModel:
+    """A fitted estimator of one kind. ``predict_proba`` returns (n, n_classes)."""
+
+    kind: str
+    estimator: Any
+    params: dict[str, Any]
+    n_classes: int
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Class probabilities, shape (n, n_classes), rows summing to 1."""
+        X = np.ascontiguousarray(X, dtype=np.float32 if self.kind == "tabnet" else np.float64)
+        return MODEL_KINDS[self.kind].predict_proba(self.estimator, X, self.n_classes)
+
+    def save(self, path: str | Path) -> Path:
+        return MODEL_KINDS[self.kind].save(self.estimator, Path(path))
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """How to build, fit, predict with, save and load one kind of model."""
+
+    name: str
+    ext: str
+    hyperparameters: tuple[str, ...]
+    build: Callable[[dict[str, Any], FitContext], Any]
+    fit: Callable[[Any, np.ndarray, np.ndarray, FitContext], Any]
+    save: Callable[[Any, Path], Path]
+    load: Callable[[Path], Any]
+    predict_proba: Callable[[Any, np.ndarray, int], np.ndarray] = (
+        lambda est, X, k: np.asarray(est.predict_proba(X), dtype=np.float64))
+    #: Labels of a model fitted with ``FitContext(tuning=True)`` (CV scoring only).
+    predict_tuning: Callable[[Any, np.ndarray, int], np.ndarray] | None = None
+
+
+# ---------------------------------------------------------------------------- scikit-learn
+def _skops_save(est: Any, path: Path) -> Path:
+    import skops.io as sio
+
+    from recourselab.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        sio.dump(est, tmp)
+    return path
+
+
+#: The only types a skops file may contain (checked before loading).
+SKOPS_TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.", "collections.", "scipy.sparse.")
+
+
+def _skops_load(path: Path) -> Any:
+    import skops.io as sio
+
+    untrusted = sio.get_untrusted_types(file=path)
+    bad = [t for t in untrusted if not t.startswith(SKOPS_TRUSTED_PREFIXES)]
+    if bad:
+        raise RecourselabError(f"{path} contains types outside the allow-list: {bad}")
+    return sio.load(path, trusted=untrusted)
+
+
+def _plain_fit(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
+    return est.fit(X, y)
+
+
+def _build_knn(p: dict[str, Any], ctx: FitContext) -> Any:
+    from sklearn.neighbors import KNeighborsClassifier
+
+    return KNeighborsClassifier(**p, n_jobs=ctx.n_threads)
+
+
+def _build_svm(p: dict[str, Any], ctx: FitContext) -> Any:
+    from sklearn.svm import SVC
+
+    # Platt scaling (5 internal fits) is only needed for the final model, not for CV scoring.
+    return SVC(kernel="rbf", probability=not ctx.tuning, random_state=ctx.seed, **p)
+
+
+def _build_rf(p: dict[str, Any], ctx: FitContext) -> Any:
+    from sklearn.ensemble import RandomForestClassifier
+
+    return RandomForestClassifier(random_state=ctx.seed, n_jobs=ctx.n_threads, **p)
+
+
+def _build_mlp(p: dict[str, Any], ctx: FitContext) -> Any:
+    from sklearn.neural_network import MLPClassifier
+
+    p = dict(p)
+    p["hidden_layer_sizes"] = tuple(p.get("hidden_layer_sizes", (64, 64)))
+    return MLPClassifier(random_state=ctx.seed, **p)
+
+
+MLP_PATIENCE = 10
+
+
+def _fit_mlp(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
+    """Epochs of ``partial_fit``; keep the weights of the best validation log-loss (patience 10)."""
+    from sklearn.metrics import log_loss
+
+    classes = np.arange(ctx.n_classes)
+    max_epochs = est.max_iter
+    rng = np.random.default_rng(ctx.seed)
+    best, best_loss, since = None, np.inf, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # partial_fit's ConvergenceWarning is meaningless here
+        for _ in range(max_epochs):
+            order = rng.permutation(len(y))
+            est.partial_fit(X[order], y[order], classes=classes)
+            loss = log_loss(ctx.y_val, est.predict_proba(ctx.X_val), labels=classes)
+            if loss < best_loss - 1e-6:
+                best = (copy.deepcopy(est.coefs_), copy.deepcopy(est.intercepts_))
+                best_loss, since, best_epoch = loss, 0, est.n_iter_
+            else:
+                since += 1
+                if since >= MLP_PATIENCE:
+                    break
+    est.coefs_, est.intercepts_ = best
+    est.best_epoch_ = best_epoch
+    return est
+
+
+# ---------------------------------------------------------------------------- boosting
+def _build_xgb(p: dict[str, Any], ctx: FitContext) -> Any:
+    import xgboost as xgb
+
+    return xgb.XGBClassifier(tree_method="hist", n_jobs=ctx.n_threads, random_state=ctx.seed,
+                             early_stopping_rounds=p.pop("early_stopping_rounds", 30), **p)
+
+
+def _fit_xgb(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
+    return est.fit(X, y, eval_set=[(ctx.X_val, ctx.y_val)], verbose=False)
+
+
+def _save_xgb(est: Any, path: Path) -> Path:
+    from recourselab.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        est.save_model(str(tmp.with_suffix(".ubj")))
+        tmp.with_suffix(".ubj").replace(tmp)
+    return path
+
+
+def _load_xgb(path: Path) -> Any:
+    import xgboost as xgb
+
+    est = xgb.XGBClassifier()
+    est.load_model(str(path))
+    return est
+
+
+def _build_catboost(p: dict[str, Any], ctx: FitContext) -> Any:
+    from catboost import CatBoostClassifier
+
+    p = {"iterations": 500, "od_type": "Iter", "od_wait": 30, **p}
+    return CatBoostClassifier(random_seed=ctx.seed, thread_count=ctx.n_threads, verbose=False,
+                              allow_writing_files=False, use_best_model=True, **p)
+
+
+def _fit_catboost(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
+    return est.fit(X, y, eval_set=(ctx.X_val, ctx.y_val))
+
+
+def _save_catboost(est: Any, path: Path) -> Path:
+    from recourselab.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        est.save_model(str(tmp), format="cbm")
+    return path
+
+
+def _load_catboost(path: Path) -> Any:
+    from catboost import CatBoostClassifier
+
+    est = CatBoostClassifier()
+    est.load_model(str(path), format="cbm")
+    return est
+
+
+def _build_lgbm(p: dict[str, Any], ctx: FitContext) -> Any:
+    import lightgbm as lgb
+
+    p = dict(p)
+    p.pop("early_stopping_rounds", None)
+    return lgb.LGBMClassifier(random_state=ctx.seed, n_jobs=ctx.n_threads, deterministic=True,
+                              force_row_wise=True, verbose=-1, **p)
+
+
+def _fit_lgbm(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
+    import lightgbm as lgb
+
+    est.fit(X, y, eval_set=[(ctx.X_val, ctx.y_val)], callbacks=[lgb.early_stopping(30, verbose=False)])
+    return est.booster_
+
+
+def _lgbm_proba(booster: Any, X: np.ndarray, k: int) -> np.ndarray:
+    p = np.asarray(booster.predict(X, num_iteration=booster.best_iteration or None), dtype=np.float64)
+    return np.column_stack([1.0 - p, p]) if p.ndim == 1 else p
+
+
+def _save_lgbm(booster: Any, path: Path) -> Path:
+    from recourselab.io import write_bytes
+
+    return write_bytes(path, booster.model_to_string(num_iteration=booster.best_iteration or None).encode())
+
+
+def _load_lgbm(path: Path) -> Any:
+    import lightgbm as lgb
+
+    return lgb.Booster(model_file=str(path))
+
+
+# ---------------------------------------------------------------------------- TabNet
+def _tabnet_cls() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from pytorch_tabnet.tab_model import TabNetClassifier
+    return TabNetClassifier
+
+
+TABNET_FIT_KEYS = ("max_epochs", "patience", "batch_size", "virtual_batch_size")
+
+
+def _build_tabnet(p: dict[str, Any], ctx: FitContext) -> Any:
+    import torch
+
+    p = dict(p)
+    fit_kw = {k: p.pop(k) for k in TABNET_FIT_KEYS if k in p}
+    lr = p.pop("lr", 2e-2)
+    est = _tabnet_cls()(seed=ctx.seed, verbose=0, mask_type=p.pop("mask_type", "sparsemax"),
+                        optimizer_fn=torch.optim.Adam, optimizer_params={"lr": lr},
+                        device_name=ctx.device, **p)
+    est._recourselab_fit = fit_kw
+    return est
+
+
+def _fit_tabnet(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
+    import torch
+
+    kw = {"max_epochs": 100, "patience": 10, "batch_size": 1024, "virtual_batch_size": 128,
+          **getattr(est, "_recourselab_fit", {})}
+    kw["batch_size"] = min(kw["batch_size"], len(y))
+    kw["virtual_batch_size"] = min(kw["virtual_batch_size"], kw["batch_size"])
+    torch.manual_seed(ctx.seed)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")  # "best weights from best epoch are automatically used"
+        est.fit(X.astype(np.float32), y, eval_set=[(ctx.X_val.astype(np.float32), ctx.y_val)],
+                eval_metric=["logloss"], compute_importance=False, drop_last=False, **kw)
+    return est
+
+
+def _save_tabnet(est: Any, path: Path) -> Path:
+    import tempfile
+
+    from recourselab.io import copy_atomic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            written = est.save_model(str(Path(tmp) / "model"))  # appends .zip
+        copy_atomic(written, path)
+    return path
+
+
+def _load_tabnet(path: Path) -> Any:
+    est = _tabnet_cls()(device_name="cpu")
+    est.load_model(str(path))
+    return est
+
+
+def _tabnet_proba(est: Any, X: np.ndarray, k: int) -> np.ndarray:
+    return np.asarray(est.predict_proba(X.astype(np.float32)), dtype=np.float64)
+
+
+MODEL_KINDS: dict[str, ModelKind] = {
+    "knn": ModelKind("knn", "skops", ("n_neighbors", "weights", "p"), _build_knn, _plain_fit,
+                     _skops_save, _skops_load),
+    "svm": ModelKind("svm", "skops", ("C", "gamma"), _build_svm, _plain_fit, _skops_save, _skops_load,
+                     predict_tuning=lambda est, X, k: est.predict(X)),
+    "rf": ModelKind("rf", "skops", ("n_estimators", "max_depth", "min_samples_split",
+                                    "min_samples_leaf", "max_features"),
+                    _build_rf, _plain_fit, _skops_save, _skops_load),
+    "mlp": ModelKind("mlp", "skops", ("hidden_layer_sizes", "alpha", "learning_rate_init", "max_iter",
+                                      "batch_size"),
+                     _build_mlp, _fit_mlp, _skops_save, _skops_load),
+    "xgboost": ModelKind("xgboost", "ubj", ("n_estimators", "max_depth", "learning_rate", "subsample",
+                                            "colsample_bytree", "min_child_weight", "early_stopping_rounds"),
+                         _build_xgb, _fit_xgb, _save_xgb, _load_xgb),
+    "catboost": ModelKind("catboost", "cbm",
+                          ("depth", "learning_rate", "l2_leaf_reg", "iterations", "od_wait"),
+                          _build_catboost, _fit_catboost, _save_catboost, _load_catboost),
+    "tabnet": ModelKind("tabnet", "zip", ("lr", "n_d", "n_a", "n_steps", "gamma", "mask_type",
+                                          *TABNET_FIT_KEYS),
+                        _build_tabnet, _fit_tabnet, _save_tabnet, _load_tabnet, _tabnet_proba),
+    "lightgbm": ModelKind("lightgbm", "txt", ("n_estimators", "num_leaves", "learning_rate", "max_depth",
+                                              "min_child_samples", "subsample", "colsample_bytree"),
+                          _build_lgbm, _fit_lgbm, _save_lgbm, _load_lgbm, _lgbm_proba),
+}
+
+
+def get_kind(name: str) -> ModelKind:
+    """The :class:`ModelKind` called ``name``; unknown names list the valid ones."""
+    try:
+        return MODEL_KINDS[name]
+    except KeyError:
+        raise UnknownModelError(f"unknown model {name!r}; valid models: {', '.join(MODEL_KINDS)}") from None
+
+
+def fit_model(name: str, params: Mapping[str, Any], X: np.ndarray, y: np.ndarray,
+              ctx: FitContext) -> FittedModel:
+    """Build and fit model ``name`` with hyperparameters ``params``.
+
+    Parameters
+    ----------
+    X : (n, d) encoded training rows; y : (n,) class indices in ``range(ctx.n_classes)``.
+    ctx : validation split (early stopping only), seed, threads, device.
+    """
+    kind = get_kind(name)
+    unknown = sorted(set(params) - set(kind.hyperparameters))
+    if unknown:
+        raise RecourselabError(f"model {name!r}: unknown hyperparameters {unknown}; valid: "
+                               f"{', '.join(kind.hyperparameters)}")
+    est = kind.build(dict(params), ctx)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    est = kind.fit(est, X, np.asarray(y), ctx)
+    return FittedModel(kind=name, estimator=est, params=dict(params), n_classes=ctx.n_classes)
+
+
+def load_model(name: str, path: str | Path, params: Mapping[str, Any], n_classes: int) -> FittedModel:
+    """Load a model saved by :meth:`FittedModel.save` (native/safe formats only)."""
+    est = get_kind(name).load(Path(path))
+    return FittedModel(kind=name, estimator=est, params=dict(params), n_classes=n_classes)

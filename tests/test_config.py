@@ -1,0 +1,301 @@
+"""Typed params: validation messages, profiles, dump/parse round trip, drift of params.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from recourselab.config import (
+    DEFAULT_DATASETS,
+    Params,
+    available_profiles,
+    dump_params,
+    load_params,
+    parse_params,
+    render_profile,
+    section_hash,
+)
+from recourselab.data.registry import BUILTIN_DATASETS
+from recourselab.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+CUSTOM_OK = {"path": "mine.csv", "target": "label", "favourable": 1}
+
+
+# ---------------------------------------------------------------------------- defaults
+def test_defaults_match_design():
+    p = Params()
+    assert p.profile == "default"
+    assert p.seeds == [0, 1, 2]
+    assert p.datasets == DEFAULT_DATASETS
+    assert p.prepare.split == (0.6, 0.2, 0.2)
+    assert p.prepare.n_synthetic == 3000
+    assert p.prepare.chessboard_std == 0.05
+    assert p.prepare.max_rows is None
+    assert p.data.dir is None and p.data.cache_dir is None and p.data.custom == {}
+
+
+def test_parse_none_and_empty_give_defaults():
+    assert parse_params(None) == Params()
+    assert parse_params({}) == Params()
+
+
+def test_params_are_frozen():
+    p = Params()
+    with pytest.raises(Exception, match="frozen"):
+        p.seeds = [5]  # type: ignore[misc]
+    with pytest.raises(Exception, match="frozen"):
+        p.prepare.n_synthetic = 10  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------- unknown keys
+def test_typo_in_section_names_key_suggests_and_lists_valid_keys():
+    with pytest.raises(ConfigError) as info:
+        parse_params({"prepare": {"splt": [0.6, 0.2, 0.2]}})
+    msg = str(info.value)
+    assert "'prepare.splt'" in msg
+    assert "section 'prepare'" in msg
+    assert "did you mean 'split'?" in msg
+    assert "valid keys: split, n_synthetic, data_seed, chessboard_std, max_rows" in msg
+
+
+def test_unknown_top_level_key():
+    with pytest.raises(ConfigError, match=r"unknown key 'sedes' in section '<top level>' "
+                                          r"\(did you mean 'seeds'\?\); valid keys: profile, seeds"):
+        parse_params({"sedes": [0]})
+
+
+def test_unknown_key_without_close_match_has_no_suggestion():
+    with pytest.raises(ConfigError) as info:
+        parse_params({"orchestration": {"zzzzzz": 1}})
+    msg = str(info.value)
+    assert "unknown key 'orchestration.zzzzzz' in section 'orchestration'" in msg
+    assert "did you mean" not in msg
+    assert "valid keys: cache_dir, max_workers" in msg
+
+
+def test_custom_dataset_declaration_typo_names_nested_section():
+    raw = {"data": {"custom": {"mine": {"pth": "mine.csv", "target": "label", "favourable": 1}}}}
+    with pytest.raises(ConfigError) as info:
+        parse_params(raw)
+    msg = str(info.value)
+    assert "unknown key 'data.custom.mine.pth' in section 'data.custom.mine'" in msg
+    assert "did you mean 'path'?" in msg
+    assert "valid keys: path, target, favourable, categorical, integer, immutable, drop, sha256, sep" in msg
+    # the required key that the typo hid is reported too
+    assert "data.custom.mine.path: Field required" in msg
+
+
+def test_every_error_is_reported_with_source():
+    with pytest.raises(ConfigError) as info:
+        parse_params({"sedes": [0], "prepare": {"n_synthetic": 5}}, source="my.yaml")
+    msg = str(info.value)
+    assert msg.startswith("invalid parameters in my.yaml:")
+    assert "'sedes'" in msg
+    assert "prepare.n_synthetic" in msg and "greater than or equal to 20" in msg
+
+
+# ---------------------------------------------------------------------------- datasets
+def test_unknown_dataset_lists_valid_and_suggests():
+    with pytest.raises(ConfigError) as info:
+        parse_params({"datasets": ["moon"]})
+    msg = str(info.value)
+    assert "unknown dataset 'moon' (did you mean 'moons'?)" in msg
+    assert "valid datasets: " + ", ".join(sorted(BUILTIN_DATASETS)) in msg
+    assert "data.custom" in msg
+
+
+def test_custom_dataset_name_becomes_valid():
+    p = parse_params({"datasets": ["mine"], "data": {"custom": {"mine": CUSTOM_OK}}})
+    assert p.datasets == ["mine"]
+    decl = p.data.custom["mine"]
+    assert decl.path == Path("mine.csv")
+    assert decl.sep == "," and decl.sha256 is None and decl.categorical == []
+
+
+def test_unknown_dataset_lists_custom_names_too():
+    with pytest.raises(ConfigError, match=r"valid datasets: .*spirals, mine"):
+        parse_params({"datasets": ["nope"], "data": {"custom": {"mine": CUSTOM_OK}}})
+
+
+def test_custom_may_not_reuse_builtin_name():
+    with pytest.raises(ConfigError, match=r"custom datasets may not reuse built-in names: \['adult'\]"):
+        parse_params({"data": {"custom": {"adult": CUSTOM_OK}}})
+
+
+def test_dataset_listed_twice():
+    with pytest.raises(ConfigError, match=r"datasets listed twice: \['moons', 'moons'\]"):
+        parse_params({"datasets": ["moons", "moons"]})
+
+
+def test_custom_declaration_must_be_a_mapping():
+    with pytest.raises(ConfigError, match=r"data\.custom\.mine: Input should be a valid dictionary"):
+        parse_params({"data": {"custom": {"mine": 5}}})
+
+
+def test_custom_favourable_keeps_yaml_type():
+    as_str = parse_params({"data": {"custom": {"mine": {**CUSTOM_OK, "favourable": "1"}}}})
+    as_int = parse_params({"data": {"custom": {"mine": {**CUSTOM_OK, "favourable": 1}}}})
+    assert as_str.data.custom["mine"].favourable == "1"
+    assert as_int.data.custom["mine"].favourable == 1
+    assert isinstance(as_int.data.custom["mine"].favourable, int)
+
+
+# ---------------------------------------------------------------------------- values and types
+@pytest.mark.parametrize(
+    ("raw", "pattern"),
+    [
+        ({"seeds": "abc"}, r"seeds: Input should be a valid list"),
+        ({"seeds": []}, r"seeds: .*at least one seed is required"),
+        ({"seeds": [1, 1]}, r"seeds: .*distinct non-negative integers, got \[1, 1\]"),
+        ({"seeds": [-1]}, r"seeds: .*distinct non-negative integers, got \[-1\]"),
+        ({"prepare": {"n_synthetic": "many"}}, r"prepare\.n_synthetic: Input should be a valid integer"),
+        ({"prepare": {"n_synthetic": 10}}, r"prepare\.n_synthetic: .*greater than or equal to 20"),
+        ({"prepare": {"chessboard_std": 0}}, r"prepare\.chessboard_std: .*greater than 0"),
+        ({"prepare": {"max_rows": 10}}, r"prepare\.max_rows: .*greater than or equal to 50"),
+        ({"prepare": {"data_seed": -3}}, r"prepare\.data_seed: .*greater than or equal to 0"),
+        ({"orchestration": {"max_workers": 0}}, r"orchestration\.max_workers: .*greater than or equal to 1"),
+        ({"datasets": "moons"}, r"datasets: Input should be a valid list"),
+        ({"data": {"custom": {"mine": {**CUSTOM_OK, "categorical": "a"}}}},
+         r"data\.custom\.mine\.categorical: Input should be a valid list"),
+    ],
+)
+def test_wrong_types_and_values_name_the_key(raw, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        parse_params(raw)
+
+
+@pytest.mark.parametrize(
+    "split",
+    [[0.5, 0.2, 0.2], [0.6, 0.3, 0.2], [0.8, 0.2, 0.0], [1.2, -0.1, -0.1]],
+)
+def test_split_must_be_positive_and_sum_to_one(split):
+    with pytest.raises(ConfigError, match=r"prepare\.split: .*positive and sum to 1"):
+        parse_params({"prepare": {"split": split}})
+
+
+def test_split_needs_three_fractions():
+    with pytest.raises(ConfigError, match=r"prepare\.split\.2: Field required"):
+        parse_params({"prepare": {"split": [0.6, 0.4]}})
+
+
+def test_valid_split_is_accepted_as_tuple():
+    p = parse_params({"prepare": {"split": [0.7, 0.15, 0.15]}})
+    assert p.prepare.split == (0.7, 0.15, 0.15)
+
+
+def test_top_level_must_be_a_mapping():
+    with pytest.raises(ConfigError, match=r"x\.yaml must hold a mapping at the top level, got list"):
+        parse_params([1, 2], source="x.yaml")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- load_params
+def test_load_params_missing_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError, match=r"params file not found: .*nope\.yaml"):
+        load_params(missing)
+
+
+def test_load_params_invalid_yaml(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seeds: [0, 1\nprepare: {split: \n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml is not valid YAML"):
+        load_params(bad)
+
+
+def test_load_params_empty_file_gives_defaults(tmp_path):
+    empty = tmp_path / "params.yaml"
+    empty.write_text("")
+    assert load_params(empty) == Params()
+
+
+def test_load_params_names_the_file_in_errors(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("prepare:\n  splt: [0.6, 0.2, 0.2]\n")
+    with pytest.raises(ConfigError, match=r"invalid parameters in .*params\.yaml:\n.*'prepare\.splt'"):
+        load_params(path)
+
+
+def test_load_params_reads_values(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("seeds: [4, 2]\nprepare:\n  n_synthetic: 500\n")
+    p = load_params(path)
+    assert p.seeds == [4, 2]
+    assert p.prepare.n_synthetic == 500
+    assert p.prepare.split == (0.6, 0.2, 0.2)  # untouched keys keep the defaults
+
+
+# ---------------------------------------------------------------------------- profiles
+def test_available_profiles_lists_default_first():
+    profiles = available_profiles(REPO_ROOT)
+    assert profiles[0] == "default"
+    assert {"tiny", "paper"} <= set(profiles)
+    assert profiles.count("default") == 1
+
+
+def test_render_default_profile_is_the_model_defaults():
+    assert render_profile("default", REPO_ROOT) == Params()
+
+
+def test_render_tiny_profile_overlays_defaults():
+    tiny = render_profile("tiny", REPO_ROOT)
+    overlay = yaml.safe_load((REPO_ROOT / "profiles" / "tiny.yaml").read_text())
+    assert tiny.profile == "tiny"
+    assert tiny.seeds == overlay["seeds"]
+    assert tiny.datasets == overlay["datasets"]
+    assert tiny.prepare.n_synthetic == overlay["prepare"]["n_synthetic"]
+    # keys that the overlay does not mention keep the defaults (deep merge, not replace)
+    assert tiny.prepare.split == Params().prepare.split
+    assert tiny.prepare.chessboard_std == Params().prepare.chessboard_std
+    assert tiny.orchestration.cache_dir == Params().orchestration.cache_dir
+
+
+def test_render_unknown_profile(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown profile 'tinny' \(did you mean 'tiny'\?\); "
+                                          r"valid: default, paper, tiny"):
+        render_profile("tinny", REPO_ROOT)
+
+
+def test_render_profile_with_typo_names_profile_file(tmp_path):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "bad.yaml").write_text("prepare:\n  splt: [0.6, 0.2, 0.2]\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml:\n.*'prepare\.splt'.*did you mean 'split'"):
+        render_profile("bad", tmp_path)
+
+
+@pytest.mark.parametrize("name", ["default", "tiny", "paper"])
+def test_dump_parse_round_trip(name):
+    p = render_profile(name, REPO_ROOT)
+    text = dump_params(p)
+    assert text.startswith(f"# recourselab parameters, profile {name!r}.\n")
+    assert parse_params(yaml.safe_load(text)) == p
+
+
+def test_dump_keeps_declaration_order():
+    text = dump_params(Params())
+    keys = [line.split(":")[0] for line in text.splitlines() if line and line[0].isalpha()]
+    assert keys == list(Params.model_fields)
+
+
+def test_params_yaml_is_the_rendered_default_profile():
+    """Guards drift between the model defaults and the committed params.yaml."""
+    assert (REPO_ROOT / "params.yaml").read_text() == dump_params(render_profile("default", REPO_ROOT))
+
+
+def test_committed_params_yaml_loads():
+    assert load_params(REPO_ROOT / "params.yaml") == Params()
+
+
+# ---------------------------------------------------------------------------- section_hash
+def test_section_hash_is_stable_and_sensitive():
+    a = parse_params({"prepare": {"n_synthetic": 300}})
+    b = parse_params({"prepare": {"n_synthetic": 300}})
+    c = parse_params({"prepare": {"n_synthetic": 301}})
+    assert section_hash(a.prepare) == section_hash(b.prepare)
+    assert section_hash(a.prepare) != section_hash(c.prepare)
+    assert len(section_hash(a.prepare)) == 64
+    # plain mappings hash independent of key order
+    assert section_hash({"x": 1, "y": 2}) == section_hash({"y": 2, "x": 1})

@@ -1,0 +1,164 @@
+"""Artifact I/O: atomic writes, Parquet provenance, JSON, hashing."""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recourselab.io import (
+    atomic_path,
+    copy_atomic,
+    read_json,
+    read_parquet,
+    read_provenance,
+    sha256_bytes,
+    sha256_file,
+    write_bytes,
+    write_json,
+    write_parquet,
+)
+
+
+def _leftovers(directory):
+    """Temporary files that atomic_path may have left behind."""
+    return sorted(p.name for p in directory.iterdir() if p.name.endswith(".tmp"))
+
+
+# ---------------------------------------------------------------------------- atomic writes
+def test_write_bytes_creates_parents_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "a" / "b" / "out.bin"
+    assert write_bytes(target, b"hello") == target
+    assert target.read_bytes() == b"hello"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["out.bin"]
+
+
+def test_write_bytes_replaces_existing(tmp_path):
+    target = tmp_path / "out.bin"
+    write_bytes(target, b"old")
+    write_bytes(target, b"new")
+    assert target.read_bytes() == b"new"
+    assert _leftovers(tmp_path) == []
+
+
+def test_atomic_path_yields_a_temp_beside_the_target(tmp_path):
+    target = tmp_path / "f.txt"
+    with atomic_path(target) as tmp:
+        assert tmp.parent == target.parent
+        assert tmp != target
+        assert tmp.name.startswith(".f.txt.") and tmp.name.endswith(".tmp")
+        tmp.write_text("x")
+        assert not target.exists()  # nothing is visible before success
+    assert target.read_text() == "x"
+    assert not tmp.exists()
+    assert _leftovers(tmp_path) == []
+
+
+def test_exception_inside_atomic_path_keeps_old_file(tmp_path):
+    target = tmp_path / "f.txt"
+    target.write_text("old content")
+    with pytest.raises(RuntimeError, match="boom"):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half-written new cont")
+            raise RuntimeError("boom")
+    assert target.read_text() == "old content"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
+
+
+def test_exception_inside_atomic_path_creates_nothing(tmp_path):
+    target = tmp_path / "new.txt"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(target) as tmp:
+            tmp.write_text("partial")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_copy_atomic(tmp_path):
+    src = tmp_path / "src.bin"
+    src.write_bytes(bytes(range(256)) * 10)
+    dst = tmp_path / "sub" / "dst.bin"
+    assert copy_atomic(src, dst) == dst
+    assert dst.read_bytes() == src.read_bytes()
+    assert _leftovers(dst.parent) == []
+
+
+# ---------------------------------------------------------------------------- JSON
+def test_json_round_trip_sorted_and_indented(tmp_path):
+    obj = {"b": [1, 2.5, None], "a": {"z": "s", "y": True}}
+    path = write_json(tmp_path / "x.json", obj)
+    assert read_json(path) == obj
+    text = path.read_text()
+    assert text.endswith("\n")
+    assert text.index('"a"') < text.index('"b"')  # keys sorted
+    assert '\n  "a"' in text  # indented
+    assert _leftovers(tmp_path) == []
+
+
+# ---------------------------------------------------------------------------- Parquet
+def _frame():
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({
+        "row_id": np.arange(5, dtype=np.int64),
+        "x": rng.normal(size=5),
+        "c": ["a", "b", "a", "c", "b"],
+    }, index=[10, 11, 12, 13, 14])
+
+
+def test_parquet_round_trip_drops_index(tmp_path):
+    frame = _frame()
+    path = write_parquet(tmp_path / "t.parquet", frame)
+    back = read_parquet(path)
+    pd.testing.assert_frame_equal(back, frame.reset_index(drop=True), check_dtype=False)
+    assert back["row_id"].dtype == np.int64
+    assert back.index.equals(pd.RangeIndex(5))
+    assert _leftovers(tmp_path) == []
+
+
+def test_parquet_provenance_round_trip(tmp_path):
+    prov = {"dataset": "moons", "seed": 3, "params": {"split": [0.6, 0.2, 0.2]}, "sha": "ab" * 32}
+    path = write_parquet(tmp_path / "t.parquet", _frame(), provenance=prov)
+    assert read_provenance(path) == prov
+    # the provenance does not disturb the data
+    pd.testing.assert_frame_equal(read_parquet(path), _frame().reset_index(drop=True), check_dtype=False)
+
+
+def test_parquet_without_provenance_reads_empty(tmp_path):
+    path = write_parquet(tmp_path / "t.parquet", _frame())
+    assert read_provenance(path) == {}
+
+
+def test_parquet_overwrite_replaces_provenance(tmp_path):
+    path = tmp_path / "t.parquet"
+    write_parquet(path, _frame(), provenance={"v": 1})
+    write_parquet(path, _frame().iloc[:2], provenance={"v": 2})
+    assert read_provenance(path) == {"v": 2}
+    assert len(read_parquet(path)) == 2
+
+
+# ---------------------------------------------------------------------------- hashing
+def test_sha256_bytes_and_file_agree(tmp_path):
+    data = b"recourselab" * 1000
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    expected = hashlib.sha256(data).hexdigest()
+    assert sha256_bytes(data) == expected
+    assert sha256_file(path) == expected
+    # chunked reading gives the same digest whatever the chunk size
+    assert sha256_file(path, chunk=7) == expected
+
+
+def test_sha256_of_empty_file(tmp_path):
+    path = tmp_path / "empty"
+    path.write_bytes(b"")
+    assert sha256_file(path) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def test_atomic_write_has_the_permissions_of_a_plain_write(tmp_path):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    atomic = write_bytes(tmp_path / "atomic.txt", b"x")
+    assert stat.S_IMODE(atomic.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
