@@ -7,14 +7,13 @@ from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from recourselab import __version__
 from recourselab.config import Params, section_hash
 from recourselab.data import SPLITS, RawDataset, load_dataset, prepare_splits
 from recourselab.data.datasets import SCHEMA_FILE
 from recourselab.io import write_parquet
-from recourselab.orchestration import SeedResult, code_fingerprint, run_tasks, stage_artifacts
+from recourselab.orchestration import SeedResult, code_fingerprint, run_tasks, stage_artifacts, task_runner
 
 STEP = "prepare"
 
@@ -51,6 +50,5 @@ def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path)
 
 def run_prepare(dataset: str, params: Params, out_root: Path, cache_root: Path) -> list[SeedResult]:
     """Run :func:`prepare_flow` with ``orchestration.max_workers`` concurrent seeds."""
-    runner = ThreadPoolTaskRunner(max_workers=params.orchestration.max_workers)
-    return prepare_flow.with_options(task_runner=runner)(
+    return prepare_flow.with_options(task_runner=task_runner(params.orchestration))(
         dataset=dataset, params=params, out_root=Path(out_root), cache_root=Path(cache_root))

@@ -8,7 +8,6 @@ from typing import Any
 
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from recourselab.config import Params
 from recourselab.data import load_prepared
@@ -19,9 +18,11 @@ from recourselab.orchestration import (
     SeedResult,
     code_fingerprint,
     dir_fingerprint,
+    limit_threads,
     pick_device,
     run_tasks,
     stage_artifacts,
+    task_runner,
     threads_per_task,
 )
 
@@ -36,10 +37,11 @@ def tune_ensemble(*, dataset: str, seed: int, model: str, spec: dict[str, Any], 
     """Tune, refit and evaluate one model; stage its native file and ``<model>.json`` report."""
     prepared = load_prepared(prepared_dir)
     train, val, test = (Split(*prepared.arrays(s)) for s in ("train", "val", "test"))
-    result = tune_model(model, spec["grid"], spec["fixed"], train=train, val=val, test=test, seed=seed,
-                        n_classes=prepared.schema.n_classes, folds=section["cv_folds"],
-                        max_tune_rows=spec["max_tune_rows"], max_fit_rows=spec["max_fit_rows"],
-                        n_threads=n_threads, device=device)
+    with limit_threads(n_threads):
+        result = tune_model(model, spec["grid"], spec["fixed"], train=train, val=val, test=test, seed=seed,
+                            n_classes=prepared.schema.n_classes, folds=section["cv_folds"],
+                            max_tune_rows=spec["max_tune_rows"], max_fit_rows=spec["max_fit_rows"],
+                            n_threads=n_threads, device=device)
     report = {"model": model, "best_params": result.best_params, "cv_accuracy": result.cv_score,
               "cv_results": result.cv_results, "metrics": result.metrics, "device": device,
               "n_classes": prepared.schema.n_classes}
@@ -69,11 +71,8 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
     Writes ``out_root/<dataset>/seed=<s>/{<model>.<ext>, <model>.json, manifest.json,
     metrics.json}`` and the over-seeds summary ``metrics_root/<dataset>/tune_ensemble.json``.
     """
-    import torch
-
     section = params.tune_ensemble.model_dump(mode="json")
     n_threads = threads_per_task(params.orchestration.max_workers)
-    torch.set_num_threads(n_threads)
     code = code_fingerprint("recourselab.models", "recourselab.data")
     calls, out_dirs, keys = [], [], []
     for slot, seed in enumerate(params.seeds):
@@ -112,7 +111,6 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
 def run_tune_ensemble(dataset: str, params: Params, prepared_root: Path, out_root: Path,
                       metrics_root: Path, cache_root: Path) -> list[SeedResult]:
     """Run :func:`tune_ensemble_flow` with ``orchestration.max_workers`` concurrent tasks."""
-    runner = ThreadPoolTaskRunner(max_workers=params.orchestration.max_workers)
-    return tune_ensemble_flow.with_options(task_runner=runner)(
+    return tune_ensemble_flow.with_options(task_runner=task_runner(params.orchestration))(
         dataset=dataset, params=params, prepared_root=Path(prepared_root), out_root=Path(out_root),
         metrics_root=Path(metrics_root), cache_root=Path(cache_root))

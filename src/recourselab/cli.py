@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 STAGES: dict[str, str] = {
     "prepare": "split, encode and write data/prepared/<dataset>/seed=<s>/",
+    "tune_ensemble": "tune the model zoo per seed, write data/ensemble/<dataset>/seed=<s>/",
 }
 
 

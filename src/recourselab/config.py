@@ -12,7 +12,7 @@ import difflib
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -109,8 +109,8 @@ class ModelsParams(StrictModel):
     knn: ModelSpec = _spec({"n_neighbors": [15, 25, 35]}, {"weights": "uniform"})
     svm: ModelSpec = _spec({"C": [1, 10], "gamma": [0.05, 0.5, 5]}, tune=3000, fit=10000)
     rf: ModelSpec = _spec({"max_depth": [10, 20, None]}, {"n_estimators": 200})
-    mlp: ModelSpec = _spec({"hidden_layer_sizes": [[64, 64], [128, 64]], "alpha": [1e-4, 1e-3]},
-                           {"max_iter": 200})
+    mlp: ModelSpec = _spec({"hidden_layer_sizes": [[64, 64], [128, 64]]},
+                           {"alpha": 1e-3, "learning_rate_init": 0.01, "max_iter": 200})
     xgboost: ModelSpec = _spec({"max_depth": [3, 5, 7]}, {"n_estimators": 300, "learning_rate": 0.1})
     catboost: ModelSpec = _spec({"depth": [4, 6]},
                                 {"learning_rate": 0.1, "l2_leaf_reg": 3, "iterations": 500})
@@ -158,6 +158,10 @@ class OrchestrationParams(StrictModel):
         description="Prefect result store and staged task artifacts (relative to the project)",
     )
     max_workers: int = Field(default=2, ge=1, description="Concurrent per-seed tasks")
+    task_runner: Literal["process", "thread"] = Field(
+        default="process",
+        description="process: true parallelism for CPU-bound tasks; thread: no start-up cost",
+    )
 
 
 class Params(StrictModel):

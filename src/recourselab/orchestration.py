@@ -18,7 +18,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,11 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
     configured = task.with_options(result_storage=Path(result_storage), persist_result=True,
                                    result_serializer="json")
     futures = [configured.submit(**kw) for kw in calls]
+    from prefect.futures import as_completed
+
+    index = {id(f): k for f, k in zip(futures, keys, strict=True)}
+    for done, fut in enumerate(as_completed(futures), start=1):
+        log.info("[%d/%d] %s: %s", done, len(futures), index[id(fut)], fut.state.name)
     manifests, states = [], []
     for key, kw, fut in zip(keys, calls, futures, strict=True):
         manifest = fut.result()
@@ -131,7 +137,6 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
     for key, manifest, state, out in zip(keys, manifests, states, out_dirs, strict=True):
         files = publish(manifest, out)
         results.append(SeedResult(key=key, out_dir=Path(out), files=files, state=state))
-        log.info("%s: %s -> %s", key, state, out)
     return results
 
 
@@ -156,3 +161,27 @@ def dir_fingerprint(directory: str | Path) -> str:
 def threads_per_task(max_workers: int) -> int:
     """CPU threads one task may use so that ``max_workers`` concurrent tasks do not oversubscribe."""
     return max(1, (os.cpu_count() or 1) // max_workers)
+
+
+def task_runner(orchestration: Any) -> Any:
+    """The Prefect task runner of an ``orchestration`` params section."""
+    from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
+
+    if orchestration.task_runner == "process" and orchestration.max_workers > 1:
+        return ProcessPoolTaskRunner(max_workers=orchestration.max_workers)
+    return ThreadPoolTaskRunner(max_workers=orchestration.max_workers)
+
+
+@contextmanager
+def limit_threads(n_threads: int) -> Iterator[None]:
+    """Cap BLAS/OpenMP (threadpoolctl) and torch intra-op threads at ``n_threads`` for a task."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        with threadpool_limits(limits=n_threads):
+            yield
+    finally:
+        torch.set_num_threads(before)

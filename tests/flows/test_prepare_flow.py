@@ -11,6 +11,9 @@ import pytest
 import flows.prepare as prepare_module
 from recourselab.data import Schema
 
+# In-process task bodies, so that the monkeypatched counter sees them.
+THREADS = {"task_runner": "thread"}
+
 
 @pytest.fixture()
 def counting(monkeypatch):
@@ -31,7 +34,8 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def test_second_run_is_a_cache_hit_and_republishes(tmp_path, params_factory, counting):
-    params = params_factory(datasets=["moons"], seeds=[0, 1], prepare={"n_synthetic": 200})
+    params = params_factory(datasets=["moons"], seeds=[0, 1], prepare={"n_synthetic": 200},
+                            orchestration=THREADS)
     cache = tmp_path / "cache"
 
     first = prepare_module.run_prepare("moons", params, tmp_path / "out1", cache)
@@ -54,10 +58,10 @@ def test_second_run_is_a_cache_hit_and_republishes(tmp_path, params_factory, cou
 
 def test_changed_section_misses_the_cache(tmp_path, params_factory, counting):
     cache = tmp_path / "cache"
-    base = params_factory(datasets=["moons"], seeds=[3], prepare={"n_synthetic": 200})
+    base = params_factory(datasets=["moons"], seeds=[3], prepare={"n_synthetic": 200}, orchestration=THREADS)
     prepare_module.run_prepare("moons", base, tmp_path / "a", cache)
     changed = params_factory(datasets=["moons"], seeds=[3],
-                             prepare={"n_synthetic": 200, "split": [0.5, 0.25, 0.25]})
+                             prepare={"n_synthetic": 200, "split": [0.5, 0.25, 0.25]}, orchestration=THREADS)
     result = prepare_module.run_prepare("moons", changed, tmp_path / "b", cache)
     assert counting == [3, 3]
     assert not result[0].cached
@@ -65,7 +69,8 @@ def test_changed_section_misses_the_cache(tmp_path, params_factory, counting):
 
 
 def test_vanished_staged_files_are_recomputed(tmp_path, params_factory, counting):
-    params = params_factory(datasets=["moons"], seeds=[5], prepare={"n_synthetic": 200})
+    params = params_factory(datasets=["moons"], seeds=[5], prepare={"n_synthetic": 200},
+                            orchestration=THREADS)
     cache = tmp_path / "cache"
     prepare_module.run_prepare("moons", params, tmp_path / "a", cache)
     shutil.rmtree(cache / "artifacts")

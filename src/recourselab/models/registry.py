@@ -117,10 +117,13 @@ def _build_knn(p: dict[str, Any], ctx: FitContext) -> Any:
 
 
 def _build_svm(p: dict[str, Any], ctx: FitContext) -> Any:
+    from sklearn.calibration import CalibratedClassifierCV
     from sklearn.svm import SVC
 
-    # Platt scaling (5 internal fits) is only needed for the final model, not for CV scoring.
-    return SVC(kernel="rbf", probability=not ctx.tuning, random_state=ctx.seed, **p)
+    svc = SVC(kernel="rbf", random_state=ctx.seed, **p)
+    if ctx.tuning:  # CV scores labels only: no need for the 5 extra fits of Platt scaling
+        return svc
+    return CalibratedClassifierCV(svc, method="sigmoid", cv=5, ensemble=False)
 
 
 def _build_rf(p: dict[str, Any], ctx: FitContext) -> Any:
@@ -138,6 +141,7 @@ def _build_mlp(p: dict[str, Any], ctx: FitContext) -> Any:
 
 
 MLP_PATIENCE = 10
+MLP_TOL = 1e-4  # minimum improvement of the validation log-loss
 
 
 def _fit_mlp(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
@@ -147,22 +151,22 @@ def _fit_mlp(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
     classes = np.arange(ctx.n_classes)
     max_epochs = est.max_iter
     rng = np.random.default_rng(ctx.seed)
-    best, best_loss, since = None, np.inf, 0
+    best, best_loss, best_epoch, since = None, np.inf, 0, 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # partial_fit's ConvergenceWarning is meaningless here
-        for _ in range(max_epochs):
+        for epoch in range(1, max_epochs + 1):
             order = rng.permutation(len(y))
             est.partial_fit(X[order], y[order], classes=classes)
             loss = log_loss(ctx.y_val, est.predict_proba(ctx.X_val), labels=classes)
-            if loss < best_loss - 1e-6:
+            if loss < best_loss - MLP_TOL:
                 best = (copy.deepcopy(est.coefs_), copy.deepcopy(est.intercepts_))
-                best_loss, since, best_epoch = loss, 0, est.n_iter_
+                best_loss, best_epoch, since = loss, epoch, 0
             else:
                 since += 1
                 if since >= MLP_PATIENCE:
                     break
     est.coefs_, est.intercepts_ = best
-    est.best_epoch_ = best_epoch
+    est.best_epoch_, est.n_epochs_ = best_epoch, epoch
     return est
 
 
@@ -223,20 +227,29 @@ def _load_catboost(path: Path) -> Any:
     return est
 
 
-def _build_lgbm(p: dict[str, Any], ctx: FitContext) -> Any:
-    import lightgbm as lgb
-
+def _build_lgbm(p: dict[str, Any], ctx: FitContext) -> dict[str, Any]:
+    """LightGBM is trained with ``lightgbm.train``: the "estimator" is its parameter dict."""
     p = dict(p)
-    p.pop("early_stopping_rounds", None)
-    return lgb.LGBMClassifier(random_state=ctx.seed, n_jobs=ctx.n_threads, deterministic=True,
-                              force_row_wise=True, verbose=-1, **p)
+    multi = ctx.n_classes > 2
+    out = {"objective": "multiclass" if multi else "binary", "seed": ctx.seed, "num_threads": ctx.n_threads,
+           "deterministic": True, "force_row_wise": True, "verbose": -1,
+           "num_boost_round": p.pop("n_estimators", 300), **p}
+    if multi:
+        out["num_class"] = ctx.n_classes
+    if out.get("subsample", 1.0) < 1.0:
+        out["bagging_freq"] = 1
+    return out
 
 
-def _fit_lgbm(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
+def _fit_lgbm(params: dict[str, Any], X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
     import lightgbm as lgb
 
-    est.fit(X, y, eval_set=[(ctx.X_val, ctx.y_val)], callbacks=[lgb.early_stopping(30, verbose=False)])
-    return est.booster_
+    params = dict(params)
+    rounds = params.pop("num_boost_round")
+    train = lgb.Dataset(X, y)
+    val = lgb.Dataset(ctx.X_val, ctx.y_val, reference=train)
+    return lgb.train(params, train, num_boost_round=rounds, valid_sets=[val],
+                     callbacks=[lgb.early_stopping(30, verbose=False)])
 
 
 def _lgbm_proba(booster: Any, X: np.ndarray, k: int) -> np.ndarray:
@@ -309,8 +322,10 @@ def _save_tabnet(est: Any, path: Path) -> Path:
 
 
 def _load_tabnet(path: Path) -> Any:
-    est = _tabnet_cls()(device_name="cpu")
-    est.load_model(str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "Device used : cpu"
+        est = _tabnet_cls()(device_name="cpu")
+        est.load_model(str(path))
     return est
 
 

@@ -1,0 +1,46 @@
+"""Manifest-based persistence of an ensemble and loading it as a BlackBox."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recourselab.errors import ChecksumError, DataError
+from recourselab.io import sha256_file
+from recourselab.models.ensemble import load_ensemble, member_entry, model_filename, write_manifest
+from recourselab.models.registry import FitContext, fit_model
+
+
+@pytest.fixture()
+def saved(moons_small, tmp_path):
+    train, val, test = moons_small
+    ctx = FitContext(X_val=val.X, y_val=val.y, seed=0, n_classes=2)
+    models = {"knn": fit_model("knn", {"n_neighbors": 5}, train.X, train.y, ctx),
+              "lightgbm": fit_model("lightgbm", {"n_estimators": 40}, train.X, train.y, ctx)}
+    entries = {}
+    for name, m in models.items():
+        path = m.save(tmp_path / model_filename(name))
+        entries[name] = member_entry(name, m.params, 2, sha256_file(path))
+    write_manifest(tmp_path, entries, dataset="moons", seed=0)
+    return tmp_path, models, test
+
+
+def test_load_ensemble_round_trip(saved, moons_schema):
+    directory, models, test = saved
+    box = load_ensemble(directory, schema=moons_schema)
+    assert box.member_names == ("knn", "lightgbm")
+    expected = np.mean([m.predict_proba(test.X) for m in models.values()], axis=0)
+    np.testing.assert_array_equal(box.predict_proba(test.X), expected)
+    only = load_ensemble(directory, ["lightgbm"])
+    assert only.member_names == ("lightgbm",)
+
+
+def test_tampered_file_and_missing_members_are_errors(saved):
+    directory, _, _ = saved
+    with pytest.raises(DataError, match=r"has no members \['svm'\]"):
+        load_ensemble(directory, ["svm"])
+    (directory / "knn.skops").write_bytes(b"not a model")
+    with pytest.raises(ChecksumError, match="knn.skops"):
+        load_ensemble(directory)
+    with pytest.raises(DataError, match="run the tune_ensemble stage first"):
+        load_ensemble(directory / "nowhere")

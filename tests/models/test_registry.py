@@ -1,0 +1,96 @@
+"""Every model kind: fit, predict, save/load round trip, determinism, registry errors."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from recourselab.errors import RecourselabError
+from recourselab.models.registry import (
+    ENSEMBLE,
+    MODEL_KINDS,
+    FitContext,
+    UnknownModelError,
+    fit_model,
+    get_kind,
+    load_model,
+)
+from tests.models.conftest import accuracy
+
+# Small, fast settings per kind (the registry's defaults are exercised by the tuning tests).
+FAST = {
+    "knn": {"n_neighbors": 7},
+    "svm": {"C": 10, "gamma": 1.0},
+    "rf": {"n_estimators": 30, "max_depth": 8},
+    "mlp": {"hidden_layer_sizes": [32, 32], "max_iter": 60, "learning_rate_init": 0.01},
+    "xgboost": {"n_estimators": 60, "max_depth": 3},
+    "catboost": {"iterations": 80, "depth": 4},
+    "tabnet": {"max_epochs": 15, "patience": 5, "n_d": 8, "n_a": 8},
+    "lightgbm": {"n_estimators": 60, "num_leaves": 15},
+}
+
+
+def _ctx(val, seed=0):
+    return FitContext(X_val=val.X, y_val=val.y, seed=seed, n_classes=2)
+
+
+def test_registry_holds_eight_kinds_and_the_ensemble_is_the_first_seven():
+    assert list(MODEL_KINDS) == [*ENSEMBLE, "lightgbm"]
+    assert set(FAST) == set(MODEL_KINDS)
+
+
+@pytest.mark.parametrize("name", list(MODEL_KINDS))
+def test_fit_predict_save_load_round_trip(name, moons_small, tmp_path):
+    train, val, test = moons_small
+    model = fit_model(name, FAST[name], train.X, train.y, _ctx(val))
+    proba = model.predict_proba(test.X)
+    assert proba.shape == (len(test.y), 2)
+    np.testing.assert_allclose(proba.sum(1), 1.0, atol=1e-6)
+    assert accuracy(model, test) >= (0.8 if name == "tabnet" else 0.9)
+
+    path = model.save(tmp_path / f"model.{get_kind(name).ext}")
+    assert path.is_file() and not list(tmp_path.glob(".*tmp"))
+    loaded = load_model(name, path, model.params, 2)
+    np.testing.assert_array_equal(loaded.predict_proba(test.X), proba)
+
+
+@pytest.mark.parametrize("name", list(MODEL_KINDS))
+def test_same_seed_gives_identical_probabilities(name, moons_small):
+    train, val, test = moons_small
+    a = fit_model(name, FAST[name], train.X, train.y, _ctx(val)).predict_proba(test.X)
+    b = fit_model(name, FAST[name], train.X, train.y, _ctx(val)).predict_proba(test.X)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_unknown_model_lists_the_valid_ones():
+    with pytest.raises(UnknownModelError, match="unknown model 'xgb'.*valid models: knn, svm"):
+        get_kind("xgb")
+    assert str(UnknownModelError("plain")) == "plain"
+
+
+def test_unknown_hyperparameter_is_rejected(moons_small):
+    train, val, _ = moons_small
+    match = r"model 'knn': unknown hyperparameters \['k'\]; valid: n_neighbors"
+    with pytest.raises(RecourselabError, match=match):
+        fit_model("knn", {"k": 3}, train.X, train.y, _ctx(val))
+
+
+def test_skops_loader_refuses_types_outside_the_allow_list(tmp_path):
+    import skops.io as sio
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    path = tmp_path / "evil.skops"
+    sio.dump(make_pipeline(FunctionTransformer(os.system)), path)
+    with pytest.raises(RecourselabError, match="outside the allow-list"):
+        load_model("knn", path, {}, 2)
+
+
+def test_mlp_early_stopping_restores_the_best_validation_epoch(moons_small):
+    train, val, _ = moons_small
+    model = fit_model("mlp", {"hidden_layer_sizes": [16], "max_iter": 40}, train.X, train.y, _ctx(val))
+    est = model.estimator
+    assert 1 <= est.best_epoch_ <= est.n_epochs_ <= 40
+    assert est.n_epochs_ == 40 or est.n_epochs_ - est.best_epoch_ == 10  # ran out, or patience 10 spent
