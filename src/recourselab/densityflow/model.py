@@ -1,0 +1,440 @@
+"""DensityFlow: density-guided Neural ODE counterfactuals that stay valid across an ensemble.
+
+Typical use::
+
+    flow = DensityFlow(lambda_cost=0.4, lambda_den=0.1, epochs=60, schema=schema, seed=0)
+    flow.fit(X_train, y_train)                  # alternating surrogate / generator training
+    flow.distill(oracle, X_train, y_train, budget=500)   # align the surrogate with the black box
+    result = flow.generate(X_query, target=1 - y_query)  # CounterfactualResult
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+from recourselab.data.schema import Schema
+from recourselab.densityflow.flow import VelocityField, integrate
+from recourselab.densityflow.surrogate import Surrogate, noise_bound
+from recourselab.errors import DataError, RecourselabError
+from recourselab.io import write_bytes, write_json
+
+log = logging.getLogger(__name__)
+
+DISTILL_BUDGET = "distill"
+
+
+@dataclass(frozen=True)
+class DensityFlowConfig:
+    """Every setting of DensityFlow (paper values as defaults unless noted).
+
+    Loss weights: ``lambda_valid`` (CE of the surrogate at x'), ``lambda_cost`` (kinetic
+    energy e(T)), ``lambda_den`` (ReLU(log_tau - S(x'|y*)), log_tau = log(noise_ratio) when
+    None). NCE: ``noise_ratio`` r = N_noise / N_data per batch, ``lambda_noise``, box half-width
+    C = max(c_floor, beta * max|x|_inf). Training: ``epochs``, ``batch_size``, AdamW ``lr_g`` /
+    ``lr_phi`` / ``weight_decay``, linear warm-up for ``warmup_epochs`` then cosine to
+    ``lr_min``, EMA ``ema_decay`` of all networks. ODE: torchdiffeq ``method`` with
+    (``rtol_train``, ``atol_train``) during training and (``rtol_test``, ``atol_test``) at
+    inference; ``adjoint`` switches to the adjoint method (direct backprop is 2-3x faster on
+    CPU at this size). Distillation: ``distill_epochs`` x ``distill_inner`` x
+    ``distill_points`` queried rows, learning rates ``distill_lr_phi`` / ``distill_lr_g``.
+    Inference: ``n_starts`` starts per query (the query + jitters of std ``jitter``).
+    """
+
+    lambda_valid: float = 1.0
+    lambda_cost: float = 0.4
+    lambda_den: float = 0.1
+    log_tau: float | None = None
+    noise_ratio: float = 0.2
+    lambda_noise: float = 1.0
+    beta: float = 1.2
+    c_floor: float = 2.0
+    score_mode: str = "target"
+    hidden: int = 128
+    embed_dim: int = 16
+    epochs: int = 800
+    batch_size: int = 64
+    lr_g: float = 1e-3
+    lr_phi: float = 1e-4
+    weight_decay: float = 1e-4
+    warmup_epochs: int = 20
+    lr_min: float = 1e-6
+    ema_decay: float = 0.999
+    method: str = "dopri5"
+    rtol_train: float = 1e-3
+    atol_train: float = 1e-3
+    rtol_test: float = 1e-4
+    atol_test: float = 1e-4
+    adjoint: bool = False
+    max_train_rows: int | None = None
+    distill_epochs: int = 20
+    distill_inner: int = 3
+    distill_points: int = 8
+    distill_lr_phi: float = 1e-4
+    distill_lr_g: float = 5e-5
+    n_starts: int = 30
+    jitter: float = 0.05
+    seed: int = 0
+
+    @property
+    def margin(self) -> float:
+        return math.log(self.noise_ratio) if self.log_tau is None else self.log_tau
+
+
+@dataclass(frozen=True)
+class CounterfactualResult:
+    """Counterfactuals of ``n`` queries.
+
+    Attributes
+    ----------
+    factuals, counterfactuals : (n, d) encoded rows.
+    counterfactuals_original : DataFrame (n, p) in original units and categories (None without schema).
+    target : (n,) target classes y*.
+    cost_l1, cost_l2 : (n,) distances in the encoded (standardized) space.
+    density : (n,) worst-case density score S(x' | y*).
+    surrogate_valid : (n,) bool, both proxies label x' as y*.
+    trajectories : (n_points, n, d) path of the chosen start, or None.
+    """
+
+    factuals: np.ndarray
+    counterfactuals: np.ndarray
+    counterfactuals_original: pd.DataFrame | None
+    target: np.ndarray
+    cost_l1: np.ndarray
+    cost_l2: np.ndarray
+    density: np.ndarray
+    surrogate_valid: np.ndarray
+    trajectories: np.ndarray | None = None
+
+
+@dataclass
+class TrainLog:
+    """Per-epoch means of the training losses."""
+
+    rows: list[dict[str, float]] = field(default_factory=list)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+
+def _lr_lambda(cfg: DensityFlowConfig, base_lr: float):  # noqa: ANN202
+    warm = min(cfg.warmup_epochs, max(cfg.epochs - 1, 0))
+    floor = cfg.lr_min / base_lr
+
+    def factor(epoch: int) -> float:
+        if epoch < warm:
+            return (epoch + 1) / (warm + 1)
+        progress = (epoch - warm) / max(1, cfg.epochs - warm)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+    return factor
+
+
+class DensityFlow:
+    """Density-guided Neural ODE counterfactual generator (see module docstring).
+
+    Parameters
+    ----------
+    schema : the dataset schema (immutables, categorical decoding); optional for plain arrays.
+    mutable : (d,) bool mask of changeable encoded columns; default: from ``schema``.
+    device : torch device; default CPU.
+    **settings : any field of :class:`DensityFlowConfig`.
+    """
+
+    def __init__(self, *, schema: Schema | None = None, mutable: np.ndarray | None = None,
+                 device: str = "cpu", **settings: Any) -> None:
+        valid = {f.name for f in dataclasses.fields(DensityFlowConfig)}
+        unknown = sorted(set(settings) - valid)
+        if unknown:
+            raise RecourselabError(f"unknown DensityFlow settings {unknown}; valid: {', '.join(sorted(valid))}")
+        self.config = DensityFlowConfig(**settings)
+        self.schema = schema
+        self._mutable = mutable
+        self.device = torch.device(device)
+        self.surrogate: Surrogate | None = None
+        self.field: VelocityField | None = None
+        self.C: float | None = None
+        self.n_classes: int | None = None
+        self.log_ = TrainLog()
+        self.queries_used_ = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _tensor(self, X: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
+
+    def _encode(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
+        if isinstance(X, pd.DataFrame):
+            if self.schema is None:
+                raise DataError("a DataFrame needs a schema to be encoded")
+            X = self.schema.transform(X)
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2 or (self.field is not None and X.shape[1] != self.field.mutable.numel()):
+            raise DataError(f"expected encoded rows of shape (n, d), got {X.shape}")
+        if not np.isfinite(X).all():
+            raise DataError("factuals contain NaN or infinite values")
+        return X
+
+    def _mutable_mask(self, d: int) -> np.ndarray:
+        if self._mutable is not None:
+            return np.asarray(self._mutable, dtype=bool)
+        if self.schema is not None:
+            return ~self.schema.immutable_mask()
+        return np.ones(d, dtype=bool)
+
+    def _flip(self, y: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        k = self.n_classes
+        if k == 2:
+            return 1 - y
+        return (y + torch.randint(1, k, y.shape, generator=gen, device=y.device)) % k
+
+    def _require_fit(self) -> None:
+        if self.surrogate is None:
+            raise RecourselabError("DensityFlow is not fitted: call fit() or load() first")
+
+    # ------------------------------------------------------------------ training
+    def build(self, d: int, n_classes: int, C: float) -> None:
+        """Create the networks for width ``d``, ``n_classes`` classes and noise box ``C``."""
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        self.n_classes, self.C = n_classes, C
+        mutable = torch.as_tensor(self._mutable_mask(d))
+        self.surrogate = Surrogate(d, n_classes, hidden=cfg.hidden, score_mode=cfg.score_mode).to(self.device)
+        self.field = VelocityField(d, n_classes, mutable, hidden=cfg.hidden, embed_dim=cfg.embed_dim).to(self.device)
+
+    def generator_loss(self, x: torch.Tensor, target: torch.Tensor, *, rtol: float, atol: float
+                       ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Validity + cost + density loss of the flow from ``x`` (n, d) to ``target`` (n,)."""
+        cfg = self.config
+        z, energy, _ = integrate(self.field, x, target, rtol=rtol, atol=atol, method=cfg.method,
+                                 adjoint=cfg.adjoint)
+        z = z.clamp(-self.C, self.C)
+        valid = self.surrogate.validity_loss(z, target)
+        cost = energy.mean()
+        den = torch.relu(cfg.margin - self.surrogate.score(z, target)).mean()
+        loss = cfg.lambda_valid * valid + cfg.lambda_cost * cost + cfg.lambda_den * den
+        return loss, {"valid": float(valid), "cost": float(cost), "density": float(den)}
+
+    def fit(self, X: np.ndarray, y: np.ndarray, *, progress: bool = False) -> DensityFlow:
+        """Train surrogate and generator with alternating AdamW steps (one each per batch).
+
+        Parameters
+        ----------
+        X : (n, d) encoded training rows; y : (n,) class indices 0..K-1.
+        """
+        cfg = self.config
+        X = self._encode(X)
+        y = np.asarray(y, dtype=np.int64)
+        if len(np.unique(y)) < 2:
+            raise DataError("DensityFlow needs at least two classes in the training labels")
+        n_classes = int(y.max()) + 1
+        if cfg.max_train_rows is not None and len(y) > cfg.max_train_rows:
+            from recourselab.data.split import stratified_subsample
+
+            keep = stratified_subsample(y, cfg.max_train_rows, cfg.seed)
+            X, y = X[keep], y[keep]
+        self.build(X.shape[1], n_classes, noise_bound(X, cfg.beta, cfg.c_floor))
+        Xt, yt = self._tensor(X), torch.as_tensor(y, device=self.device)
+        gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
+
+        opt_phi = torch.optim.AdamW(self.surrogate.parameters(), lr=cfg.lr_phi, weight_decay=cfg.weight_decay)
+        opt_g = torch.optim.AdamW(self.field.parameters(), lr=cfg.lr_g, weight_decay=cfg.weight_decay)
+        sched = [torch.optim.lr_scheduler.LambdaLR(o, _lr_lambda(cfg, o.defaults["lr"])) for o in (opt_phi, opt_g)]
+        ema_fn = get_ema_multi_avg_fn(cfg.ema_decay)
+        ema_s = AveragedModel(self.surrogate, multi_avg_fn=ema_fn, use_buffers=True)
+        ema_f = AveragedModel(self.field, multi_avg_fn=ema_fn, use_buffers=True)
+
+        epochs = range(cfg.epochs)
+        if progress:
+            from tqdm import tqdm
+
+            epochs = tqdm(epochs, desc="densityflow", unit="epoch")
+        for epoch in epochs:
+            perm = torch.randperm(len(yt), generator=gen).to(self.device)
+            sums: dict[str, float] = {"nce": 0.0, "loss": 0.0, "valid": 0.0, "cost": 0.0, "density": 0.0}
+            n_batches = 0
+            for start in range(0, len(perm), cfg.batch_size):
+                idx = perm[start:start + cfg.batch_size]
+                xb, yb = Xt[idx], yt[idx]
+                n_noise = max(1, round(cfg.noise_ratio * len(idx)))
+                noise = ((torch.rand(n_noise, Xt.shape[1], generator=gen) * 2 - 1) * self.C).to(self.device)
+                nce = self.surrogate.nce_loss(xb, yb, noise, cfg.lambda_noise)
+                opt_phi.zero_grad()
+                nce.backward()
+                opt_phi.step()
+
+                self.surrogate.requires_grad_(False)
+                loss, parts = self.generator_loss(xb, self._flip(yb, gen), rtol=cfg.rtol_train, atol=cfg.atol_train)
+                opt_g.zero_grad()
+                loss.backward()
+                opt_g.step()
+                self.surrogate.requires_grad_(True)
+                ema_s.update_parameters(self.surrogate)
+                ema_f.update_parameters(self.field)
+                sums["nce"] += float(nce)
+                sums["loss"] += float(loss)
+                for k, v in parts.items():
+                    sums[k] += v
+                n_batches += 1
+            for s in sched:
+                s.step()
+            row = {"epoch": epoch, **{k: v / n_batches for k, v in sums.items()}}
+            self.log_.rows.append(row)
+            log.debug("epoch %d: %s", epoch, row)
+        # Inference and distillation use the EMA weights.
+        self.surrogate.load_state_dict(ema_s.module.state_dict())
+        self.field.load_state_dict(ema_f.module.state_dict())
+        return self
+
+    # ------------------------------------------------------------------ distillation
+    def distill(self, oracle: Any, X: np.ndarray, y: np.ndarray, *, budget: int = 500,
+                budget_name: str = DISTILL_BUDGET) -> int:
+        """Align the surrogate with a black-box ``oracle`` using at most ``budget`` queried rows.
+
+        Support points are the flow's end states for training queries; their labels are the
+        oracle's mean probability of y*. Loss on the surrogate: squared error of its y*
+        probability (both proxies) + CE on real rows; then a generator step with the
+        distilled surrogate. Stops early when the budget (or the oracle's own limit on
+        ``budget_name``) is spent. Returns the number of queried rows, also kept in
+        ``queries_used_``.
+        """
+        self._require_fit()
+        cfg = self.config
+        X = self._encode(X)
+        y = np.asarray(y, dtype=np.int64)
+        Xt, yt = self._tensor(X), torch.as_tensor(y, device=self.device)
+        gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
+        opt_phi = torch.optim.AdamW(self.surrogate.parameters(), lr=cfg.distill_lr_phi,
+                                    weight_decay=cfg.weight_decay)
+        opt_g = torch.optim.AdamW(self.field.parameters(), lr=cfg.distill_lr_g, weight_decay=cfg.weight_decay)
+        used = 0
+        for _ in range(cfg.distill_epochs):
+            for _ in range(cfg.distill_inner):
+                left = budget - used
+                oracle_left = oracle.remaining(budget_name)
+                if oracle_left is not None:
+                    left = min(left, oracle_left)
+                n = min(cfg.distill_points, left)
+                if n <= 0:
+                    log.info("distillation stopped: query budget spent (%d rows used)", used)
+                    self.queries_used_ = used
+                    return used
+                idx = torch.randint(0, len(yt), (n,), generator=gen).to(self.device)
+                target = self._flip(yt[idx], gen)
+                with torch.no_grad():
+                    z, _, _ = integrate(self.field, Xt[idx], target, rtol=cfg.rtol_train, atol=cfg.atol_train,
+                                        method=cfg.method)
+                    z = z.clamp(-self.C, self.C)
+                out = oracle.query(z.cpu().numpy().astype(float), budget=budget_name)
+                used += n
+                y_bar = torch.as_tensor(out.mean_proba[np.arange(n), target.cpu().numpy()],
+                                        dtype=torch.float32, device=self.device)
+                real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
+                fit_loss = ((self.surrogate.target_proba(z, target) - y_bar) ** 2).mean(dim=1).sum()
+                anchor = self.surrogate.nce_loss(Xt[real], yt[real], Xt.new_zeros(0, Xt.shape[1]))
+                opt_phi.zero_grad()
+                (fit_loss + anchor).backward()
+                opt_phi.step()
+            real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
+            self.surrogate.requires_grad_(False)
+            loss, _ = self.generator_loss(Xt[real], self._flip(yt[real], gen), rtol=cfg.rtol_train,
+                                          atol=cfg.atol_train)
+            opt_g.zero_grad()
+            loss.backward()
+            opt_g.step()
+            self.surrogate.requires_grad_(True)
+        self.queries_used_ = used
+        return used
+
+    # ------------------------------------------------------------------ inference
+    def default_target(self, n: int) -> np.ndarray:
+        if self.schema is None:
+            raise DataError("target=None needs a schema (its favourable class); pass target explicitly")
+        return np.full(n, self.schema.favourable_index, dtype=np.int64)
+
+    @torch.no_grad()
+    def generate(self, factuals: np.ndarray | pd.DataFrame, target: np.ndarray | int | None = None, *,
+                 return_trajectories: bool = False, n_points: int = 20) -> CounterfactualResult:
+        """Counterfactuals for ``factuals`` (n, d) towards ``target`` (n,) or one class.
+
+        ``n_starts`` starts per query (the query itself and Gaussian jitters on mutable
+        coordinates) are integrated in one batched solve; the closest (L2) end state that
+        both proxies label ``target`` is kept, else the closest overall. With a schema, end
+        states are snapped to valid points (categorical levels, integers) and immutable
+        columns are copied from the factuals.
+        """
+        self._require_fit()
+        cfg = self.config
+        X = self._encode(factuals)
+        n, d = X.shape
+        tgt = self.default_target(n) if target is None else np.broadcast_to(np.asarray(target), (n,)).astype(np.int64)
+        if tgt.min() < 0 or tgt.max() >= self.n_classes:
+            raise DataError(f"target classes must lie in 0..{self.n_classes - 1}")
+        N = cfg.n_starts
+        gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 2)
+        Xt = self._tensor(X)
+        jit = torch.randn(n, N, d, generator=gen).to(self.device) * cfg.jitter * self.field.mutable
+        jit[:, 0] = 0.0
+        starts = (Xt[:, None, :] + jit).reshape(n * N, d)
+        targets = torch.as_tensor(np.repeat(tgt, N), device=self.device)
+        z, _, path = integrate(self.field, starts, targets, rtol=cfg.rtol_test, atol=cfg.atol_test,
+                               method=cfg.method, n_points=n_points if return_trajectories else 2)
+        z = z.clamp(-self.C, self.C).cpu().numpy().astype(float)
+        mutable = self.field.mutable.cpu().numpy().astype(bool)
+        if self.schema is not None:
+            z = self.schema.snap(z)
+        z[:, ~mutable] = np.repeat(X, N, axis=0)[:, ~mutable]
+        zt = self._tensor(z)
+        ok = (self.surrogate.labels(zt) == targets).cpu().numpy().reshape(n, N)
+        l2 = np.linalg.norm(z.reshape(n, N, d) - X[:, None, :], axis=2)
+        choice = np.where(ok.any(1), np.where(ok, l2, np.inf).argmin(1), l2.argmin(1))
+        rows = np.arange(n) * N + choice
+        cf = z[rows]
+        density = self.surrogate.score(self._tensor(cf), torch.as_tensor(tgt, device=self.device)).cpu().numpy()
+        traj = None
+        if return_trajectories:
+            traj = path[:, torch.as_tensor(rows, device=path.device)].cpu().numpy()
+        return CounterfactualResult(
+            factuals=X, counterfactuals=cf,
+            counterfactuals_original=None if self.schema is None else self.schema.inverse_transform(cf),
+            target=tgt, cost_l1=np.abs(cf - X).sum(1), cost_l2=np.linalg.norm(cf - X, axis=1),
+            density=density.astype(float), surrogate_valid=ok[np.arange(n), choice], trajectories=traj)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, directory: str | Path) -> Path:
+        """Write ``surrogate.pt``, ``generator.pt`` (state dicts) and ``densityflow.json``."""
+        import io as _io
+
+        self._require_fit()
+        directory = Path(directory)
+        for name, module in (("surrogate.pt", self.surrogate), ("generator.pt", self.field)):
+            buf = _io.BytesIO()
+            torch.save(module.state_dict(), buf)
+            write_bytes(directory / name, buf.getvalue())
+        meta = {"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
+                "n_classes": self.n_classes, "C": self.C, "queries_used": self.queries_used_,
+                "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist()}
+        write_json(directory / "densityflow.json", meta)
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | Path, *, schema: Schema | None = None, device: str = "cpu") -> DensityFlow:
+        """Restore a saved DensityFlow (weights loaded with ``weights_only=True``)."""
+        directory = Path(directory)
+        meta = json.loads((directory / "densityflow.json").read_text())
+        flow = cls(schema=schema, mutable=np.array(meta["mutable"]), device=device, **meta["config"])
+        flow.build(meta["d"], meta["n_classes"], meta["C"])
+        for name, module in (("surrogate.pt", flow.surrogate), ("generator.pt", flow.field)):
+            state = torch.load(directory / name, map_location=flow.device, weights_only=True)
+            module.load_state_dict(state)
+        flow.queries_used_ = meta.get("queries_used", 0)
+        return flow
