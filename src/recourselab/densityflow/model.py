@@ -222,7 +222,7 @@ class DensityFlow:
         cost = energy.mean()
         den = torch.relu(cfg.margin - self.surrogate.score(z, target)).mean()
         loss = cfg.lambda_valid * valid + cfg.lambda_cost * cost + cfg.lambda_den * den
-        return loss, {"valid": float(valid), "cost": float(cost), "density": float(den)}
+        return loss, {"valid": valid.item(), "cost": cost.item(), "density": den.item()}
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, progress: bool = False) -> DensityFlow:
         """Train surrogate and generator with alternating AdamW steps (one each per batch).
@@ -280,8 +280,8 @@ class DensityFlow:
                 self.surrogate.requires_grad_(True)
                 ema_s.update_parameters(self.surrogate)
                 ema_f.update_parameters(self.field)
-                sums["nce"] += float(nce)
-                sums["loss"] += float(loss)
+                sums["nce"] += nce.item()
+                sums["loss"] += loss.item()
                 for k, v in parts.items():
                     sums[k] += v
                 n_batches += 1
@@ -290,9 +290,10 @@ class DensityFlow:
             row = {"epoch": epoch, **{k: v / n_batches for k, v in sums.items()}}
             self.log_.rows.append(row)
             log.debug("epoch %d: %s", epoch, row)
-        # Inference and distillation use the EMA weights.
+        # Inference and distillation use the EMA weights; eval mode freezes spectral-norm power iterations.
         self.surrogate.load_state_dict(ema_s.module.state_dict())
         self.field.load_state_dict(ema_f.module.state_dict())
+        self.surrogate.eval()
         return self
 
     # ------------------------------------------------------------------ distillation
@@ -316,6 +317,18 @@ class DensityFlow:
         opt_phi = torch.optim.AdamW(self.surrogate.parameters(), lr=cfg.distill_lr_phi,
                                     weight_decay=cfg.weight_decay)
         opt_g = torch.optim.AdamW(self.field.parameters(), lr=cfg.distill_lr_g, weight_decay=cfg.weight_decay)
+        self.surrogate.train()
+        try:
+            used = self._distill_loop(oracle, Xt, yt, gen, opt_phi, opt_g, budget, budget_name)
+        finally:
+            self.surrogate.eval()
+        self.queries_used_ = used
+        return used
+
+    def _distill_loop(self, oracle: Any, Xt: torch.Tensor, yt: torch.Tensor, gen: torch.Generator,
+                      opt_phi: torch.optim.Optimizer, opt_g: torch.optim.Optimizer, budget: int,
+                      budget_name: str) -> int:
+        cfg = self.config
         used = 0
         for _ in range(cfg.distill_epochs):
             for _ in range(cfg.distill_inner):
@@ -326,7 +339,6 @@ class DensityFlow:
                 n = min(cfg.distill_points, left)
                 if n <= 0:
                     log.info("distillation stopped: query budget spent (%d rows used)", used)
-                    self.queries_used_ = used
                     return used
                 idx = torch.randint(0, len(yt), (n,), generator=gen).to(self.device)
                 target = self._flip(yt[idx], gen)
@@ -352,7 +364,6 @@ class DensityFlow:
             loss.backward()
             opt_g.step()
             self.surrogate.requires_grad_(True)
-        self.queries_used_ = used
         return used
 
     # ------------------------------------------------------------------ inference
@@ -437,4 +448,5 @@ class DensityFlow:
             state = torch.load(directory / name, map_location=flow.device, weights_only=True)
             module.load_state_dict(state)
         flow.queries_used_ = meta.get("queries_used", 0)
+        flow.surrogate.eval()
         return flow

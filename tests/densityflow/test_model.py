@@ -1,0 +1,135 @@
+"""DensityFlow end to end on small data: validity, immutables, budget, determinism, persistence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from recourselab.config import parse_params
+from recourselab.data import Schema, load_dataset, prepare_splits
+from recourselab.densityflow import DensityFlow
+from recourselab.errors import DataError, RecourselabError
+from recourselab.models import BlackBox, FitContext, fit_model
+from recourselab.models.oracle import QueryBudgetExceeded
+
+FAST = dict(epochs=40, warmup_epochs=2, ema_decay=0.98, lr_phi=3e-3, lr_g=3e-3, batch_size=32, hidden=64, n_starts=8,
+            lambda_cost=0.2, lambda_den=0.3,
+            distill_epochs=4, distill_inner=2, distill_points=8)
+
+
+@pytest.fixture(scope="module")
+def moons():
+    params = parse_params({"prepare": {"n_synthetic": 1000}})
+    return prepare_splits(load_dataset("moons", params), 0, (0.6, 0.2, 0.2))
+
+
+@pytest.fixture(scope="module")
+def trained(moons):
+    X, y = moons.arrays("train")
+    return DensityFlow(schema=moons.schema, seed=0, **FAST).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def ensemble(moons):
+    X, y = moons.arrays("train")
+    Xv, yv = moons.arrays("val")
+    ctx = FitContext(X_val=Xv, y_val=yv, seed=0, n_classes=2)
+    members = {name: fit_model(name, params, X, y, ctx) for name, params in
+               [("knn", {"n_neighbors": 7}), ("rf", {"n_estimators": 30}), ("xgboost", {"n_estimators": 60}),
+                ("svm", {"C": 10, "gamma": 1.0})]}
+    return BlackBox(members, schema=moons.schema)
+
+
+def test_short_training_on_moons_is_valid_for_the_ensemble(moons, trained, ensemble):
+    X, y = moons.arrays("test")
+    correct = (ensemble.query(X, budget="eval").member_labels == y).all(0)
+    q = np.flatnonzero(correct)
+    res = trained.generate(X[q], target=1 - y[q])
+    out = ensemble.query(res.counterfactuals, budget="eval")
+    per_model = (out.member_labels == res.target).mean(1)
+    assert per_model.mean() >= 0.95, per_model
+    assert res.cost_l2.shape == (len(q),) and (res.cost_l2 > 0).all()
+    np.testing.assert_allclose(res.cost_l2, np.linalg.norm(res.counterfactuals - X[q], axis=1))
+    assert list(res.counterfactuals_original.columns) == ["x0", "x1"]
+    assert len(trained.log_.rows) == FAST["epochs"]
+
+
+def test_distillation_never_exceeds_its_budget_and_counts_exactly(moons, ensemble):
+    X, y = moons.arrays("train")
+    flow = DensityFlow(schema=moons.schema, seed=1, **{**FAST, "epochs": 2})
+    flow.fit(X, y)
+    before = ensemble.used("distill")
+    used = flow.distill(ensemble, X, y, budget=37)
+    assert used == 37 == flow.queries_used_  # 4 x 2 x 8 = 64 wanted, capped at 37
+    assert ensemble.used("distill") - before == 37
+    ensemble.set_budget("tight", 5)
+    assert flow.distill(ensemble, X, y, budget=100, budget_name="tight") == 5
+    assert ensemble.used("tight") == 5
+    with pytest.raises(QueryBudgetExceeded):
+        ensemble.query(X[:1], budget="tight")
+
+
+def _mixed_schema_data():
+    rng = np.random.default_rng(0)
+    n = 400
+    frame = pd.DataFrame({"age": rng.integers(20, 60, n), "income": rng.normal(50, 10, n),
+                          "sex": rng.choice(["f", "m"], n), "job": rng.choice(["a", "b", "c"], n)})
+    frame["label"] = ((frame["income"] + (frame["job"] == "c") * 8 + rng.normal(0, 3, n)) > 55).astype(int)
+    schema = Schema.fit(frame, dataset="toy", target="label", favourable=1, categorical=["sex", "job"],
+                        integer=["age"], immutable=["sex", "age"])
+    return frame, schema
+
+
+def test_immutables_never_change_and_categoricals_decode_to_levels():
+    frame, schema = _mixed_schema_data()
+    X = schema.transform(frame)
+    y = schema.encode_target(frame["label"])
+    flow = DensityFlow(schema=schema, seed=0, **{**FAST, "epochs": 3}).fit(X, y)
+    q = frame[y == 0].head(40)
+    res = flow.generate(q)  # target None -> favourable class
+    assert (res.target == 1).all()
+    out = res.counterfactuals_original
+    pd.testing.assert_series_equal(out["sex"], q["sex"].reset_index(drop=True).astype(object), check_names=False)
+    assert (out["age"].to_numpy() == q["age"].to_numpy()).all()
+    assert set(out["job"]) <= {"a", "b", "c"}
+    np.testing.assert_array_equal(schema.transform(out), res.counterfactuals)  # valid points exactly
+
+
+def test_same_seed_gives_identical_counterfactuals(moons):
+    X, y = moons.arrays("train")
+    Xq, yq = moons.arrays("test")
+    runs = [DensityFlow(schema=moons.schema, seed=s, **{**FAST, "epochs": 4}).fit(X, y) for s in (3, 3, 4)]
+    a, b, c = (r.generate(Xq[:30], target=1 - yq[:30]).counterfactuals for r in runs)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_save_load_round_trip(moons, trained, tmp_path):
+    trained.save(tmp_path)
+    assert {p.name for p in tmp_path.iterdir()} == {"surrogate.pt", "generator.pt", "densityflow.json"}
+    loaded = DensityFlow.load(tmp_path, schema=moons.schema)
+    Xq, yq = moons.arrays("test")
+    a = trained.generate(Xq[:20], target=1 - yq[:20], return_trajectories=True, n_points=5)
+    b = loaded.generate(Xq[:20], target=1 - yq[:20])
+    np.testing.assert_array_equal(a.counterfactuals, b.counterfactuals)
+    assert a.trajectories.shape == (5, 20, 2)
+    # paths start at the chosen (possibly jittered, std 0.05) start and end at the counterfactual
+    assert np.abs(a.trajectories[0] - Xq[:20]).max() < 0.3
+    np.testing.assert_allclose(a.trajectories[-1], a.counterfactuals, atol=1e-5)
+
+
+def test_bad_input(moons, trained):
+    with pytest.raises(RecourselabError, match="unknown DensityFlow settings \\['lambda_kost'\\]"):
+        DensityFlow(lambda_kost=0.1)
+    with pytest.raises(RecourselabError, match="not fitted"):
+        DensityFlow().generate(np.zeros((1, 2)))
+    X, y = moons.arrays("train")
+    with pytest.raises(DataError, match="two classes"):
+        DensityFlow(epochs=1).fit(X, np.zeros_like(y))
+    with pytest.raises(DataError, match="NaN"):
+        trained.generate(np.full((2, 2), np.nan))
+    with pytest.raises(DataError, match="shape"):
+        trained.generate(np.zeros((2, 3)))
+    with pytest.raises(DataError, match="target classes"):
+        trained.generate(X[:2], target=5)

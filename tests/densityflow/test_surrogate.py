@@ -1,0 +1,63 @@
+"""The NCE surrogate: its density score ranks points by true class-conditional density."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from scipy.stats import multivariate_normal, spearmanr
+
+from recourselab.densityflow.surrogate import Surrogate, noise_bound
+
+
+def test_noise_bound():
+    X = np.array([[0.5, -3.0], [1.0, 2.0]])
+    assert noise_bound(X) == 1.2 * 3.0
+    assert noise_bound(X / 10) == 2.0
+
+
+def test_nce_score_ranks_a_gaussian_mixture_by_density():
+    rng = np.random.default_rng(0)
+    centres = np.array([[-1.5, 0.0], [1.5, 0.5]])
+    X1 = np.vstack([rng.normal(c, [0.5, 0.4], size=(600, 2)) for c in centres])  # class 1: a mixture
+    X0 = rng.normal([0.0, -2.0], 0.6, size=(600, 2))                             # class 0
+    X = np.vstack([X0, X1]).astype(np.float32)
+    y = np.r_[np.zeros(600), np.ones(1200)].astype(np.int64)
+    torch.manual_seed(0)
+    sur = Surrogate(2, 2, hidden=64)
+    opt = torch.optim.Adam(sur.parameters(), lr=3e-3)
+    C = noise_bound(X)
+    Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(1500):
+        idx = torch.randint(0, len(y), (256,), generator=gen)
+        noise = (torch.rand(128, 2, generator=gen) * 2 - 1) * C
+        loss = sur.nce_loss(Xt[idx], yt[idx], noise)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    probe = rng.uniform([-3, -1.5], [3, 2], size=(400, 2)).astype(np.float32)
+    true = sum(multivariate_normal(c, np.diag([0.25, 0.16])).pdf(probe) for c in centres)
+    sur.eval()
+    with torch.no_grad():
+        score = sur.score(torch.as_tensor(probe), torch.ones(400, dtype=torch.long)).numpy()
+    rho = spearmanr(score, true).statistic
+    assert rho >= 0.8, rho
+
+
+def test_worst_case_aggregation_and_labels():
+    torch.manual_seed(0)
+    sur = Surrogate(3, 2, hidden=8).eval()  # eval: spectral norm stops its power iterations
+    x = torch.randn(10, 3)
+    t = torch.ones(10, dtype=torch.long)
+    per = sur.density_scores(x, t)
+    assert per.shape == (2, 10)
+    torch.testing.assert_close(sur.score(x, t), per.min(0).values)
+    z = sur.logits(x)
+    ce = [torch.nn.functional.cross_entropy(z[i], t) for i in range(2)]
+    torch.testing.assert_close(sur.validity_loss(x, t), torch.stack(ce).max())
+    lab = sur.labels(x)
+    agree = z.argmax(2)[0] == z.argmax(2)[1]
+    assert torch.equal(lab[agree], z.argmax(2)[0][agree]) and (lab[~agree] == -1).all()
+    sur_max = Surrogate(3, 2, hidden=8, score_mode="max").eval()
+    sur_max.load_state_dict(sur.state_dict())
+    assert (sur_max.score(x, t) >= sur.score(x, t) - 1e-6).all()
