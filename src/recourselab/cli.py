@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 STAGES: dict[str, str] = {
     "prepare": "split, encode and write data/prepared/<dataset>/seed=<s>/",
     "tune_ensemble": "tune the model zoo per seed, write data/ensemble/<dataset>/seed=<s>/",
+    "train_flow": "train DensityFlow per seed, write data/densityflow/<dataset>/seed=<s>/",
+    "distill": "distill DensityFlow towards the ensemble under a query budget, write data/distill/...",
+    "generate": "DensityFlow counterfactuals + robustness metrics, write data/recourse/... and data/metrics/...",
 }
 
 

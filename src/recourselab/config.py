@@ -150,6 +150,53 @@ class TuneEnsembleParams(StrictModel):
         return v
 
 
+class TrainFlowParams(StrictModel):
+    """Settings of the ``train_flow`` stage (DensityFlow surrogate + generator training).
+
+    The default profile trains shorter than the paper (800 epochs, lr_phi 1e-4, EMA 0.999)
+    on a row cap so that it runs on 2 CPU cores; the paper profile restores the paper values.
+    """
+
+    lambda_valid: float = Field(default=1.0, ge=0)
+    lambda_cost: float = Field(default=0.4, ge=0)
+    lambda_den: float = Field(default=0.1, ge=0)
+    noise_ratio: float = Field(default=0.2, gt=0)
+    lambda_noise: float = Field(default=1.0, ge=0)
+    beta: float = Field(default=1.2, gt=0)
+    score_mode: Literal["target", "max"] = "target"
+    hidden: int = Field(default=128, ge=4)
+    epochs: int = Field(default=60, ge=1)
+    batch_size: int = Field(default=64, ge=2)
+    lr_g: float = Field(default=1e-3, gt=0)
+    lr_phi: float = Field(default=1e-3, gt=0)
+    weight_decay: float = Field(default=1e-4, ge=0)
+    warmup_epochs: int = Field(default=3, ge=0)
+    ema_decay: float = Field(default=0.99, ge=0, lt=1)
+    adjoint: bool = False
+    max_train_rows: int | None = Field(default=6000, ge=10)
+    lambda_grid: dict[Literal["lambda_cost", "lambda_den", "lambda_valid"], list[float]] = Field(
+        default_factory=dict, description="grid searched by validity on val (empty: fixed lambdas)")
+
+
+class DistillParams(StrictModel):
+    """Settings of the ``distill`` stage (query-budgeted alignment with the ensemble)."""
+
+    budget: int = Field(default=500, ge=0, description="max queried rows per run")
+    epochs: int = Field(default=20, ge=0)
+    inner: int = Field(default=3, ge=1)
+    points: int = Field(default=8, ge=1)
+    lr_phi: float = Field(default=1e-4, gt=0)
+    lr_g: float = Field(default=5e-5, gt=0)
+
+
+class GenerateParams(StrictModel):
+    """Settings of the ``generate`` stage (inference and evaluation)."""
+
+    n_starts: int = Field(default=30, ge=1)
+    jitter: float = Field(default=0.05, ge=0)
+    max_queries: int = Field(default=400, ge=1, description="cap of the evaluation query set")
+
+
 class OrchestrationParams(StrictModel):
     """Prefect settings shared by every multi-seed stage."""
 
@@ -174,6 +221,9 @@ class Params(StrictModel):
     prepare: PrepareParams = Field(default_factory=PrepareParams)
     models: ModelsParams = Field(default_factory=ModelsParams)
     tune_ensemble: TuneEnsembleParams = Field(default_factory=TuneEnsembleParams)
+    train_flow: TrainFlowParams = Field(default_factory=TrainFlowParams)
+    distill: DistillParams = Field(default_factory=DistillParams)
+    generate: GenerateParams = Field(default_factory=GenerateParams)
     orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
 
     @field_validator("seeds")

@@ -153,11 +153,8 @@ class DensityFlow:
 
     def __init__(self, *, schema: Schema | None = None, mutable: np.ndarray | None = None,
                  device: str = "cpu", **settings: Any) -> None:
-        valid = {f.name for f in dataclasses.fields(DensityFlowConfig)}
-        unknown = sorted(set(settings) - valid)
-        if unknown:
-            raise RecourselabError(f"unknown DensityFlow settings {unknown}; valid: {', '.join(sorted(valid))}")
-        self.config = DensityFlowConfig(**settings)
+        self.config = DensityFlowConfig()
+        self.with_settings(**settings)
         self.schema = schema
         self._mutable = mutable
         self.device = torch.device(device)
@@ -421,21 +418,39 @@ class DensityFlow:
             density=density.astype(float), surrogate_valid=ok[np.arange(n), choice], trajectories=traj)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, directory: str | Path) -> Path:
-        """Write ``surrogate.pt``, ``generator.pt`` (state dicts) and ``densityflow.json``."""
+    #: The files of a saved DensityFlow.
+    FILES = ("surrogate.pt", "generator.pt", "densityflow.json")
+
+    def write_file(self, name: str, path: str | Path) -> Path:
+        """Write one of :attr:`FILES` (torch state dicts, JSON config) atomically to ``path``."""
         import io as _io
 
         self._require_fit()
+        if name == "densityflow.json":
+            meta = {"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
+                    "n_classes": self.n_classes, "C": self.C, "queries_used": self.queries_used_,
+                    "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist()}
+            return write_json(path, meta)
+        module = {"surrogate.pt": self.surrogate, "generator.pt": self.field}[name]
+        buf = _io.BytesIO()
+        torch.save(module.state_dict(), buf)
+        return write_bytes(path, buf.getvalue())
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``surrogate.pt``, ``generator.pt`` (state dicts) and ``densityflow.json``."""
         directory = Path(directory)
-        for name, module in (("surrogate.pt", self.surrogate), ("generator.pt", self.field)):
-            buf = _io.BytesIO()
-            torch.save(module.state_dict(), buf)
-            write_bytes(directory / name, buf.getvalue())
-        meta = {"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
-                "n_classes": self.n_classes, "C": self.C, "queries_used": self.queries_used_,
-                "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist()}
-        write_json(directory / "densityflow.json", meta)
+        for name in self.FILES:
+            self.write_file(name, directory / name)
         return directory
+
+    def with_settings(self, **settings: Any) -> DensityFlow:
+        """Change settings of a fitted model in place (e.g. distillation or inference ones)."""
+        valid = {f.name for f in dataclasses.fields(DensityFlowConfig)}
+        unknown = sorted(set(settings) - valid)
+        if unknown:
+            raise RecourselabError(f"unknown DensityFlow settings {unknown}; valid: {', '.join(sorted(valid))}")
+        self.config = dataclasses.replace(self.config, **settings)
+        return self
 
     @classmethod
     def load(cls, directory: str | Path, *, schema: Schema | None = None, device: str = "cpu") -> DensityFlow:

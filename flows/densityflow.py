@@ -1,0 +1,200 @@
+"""Prefect flows of the DensityFlow stages ``train_flow``, ``distill`` and ``generate``.
+
+Each stage runs one cached task per (dataset, seed) on the best available device (CUDA
+round-robin when present, else CPU) and publishes into its own output folder:
+``data/densityflow`` (train_flow), ``data/distill`` (distill), ``data/recourse`` (generate,
+with the headline metrics in ``data/metrics/<dataset>/densityflow.json``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from prefect import flow, task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from recourselab import __version__
+from recourselab.config import Params, section_hash
+from recourselab.data import load_prepared
+from recourselab.densityflow import DensityFlow
+from recourselab.io import read_json, write_json, write_parquet
+from recourselab.metrics import query_set, summarize_seeds, validity_metrics
+from recourselab.models import load_ensemble
+from recourselab.orchestration import (
+    SeedResult,
+    code_fingerprint,
+    dir_fingerprint,
+    limit_threads,
+    pick_device,
+    run_tasks,
+    stage_artifacts,
+    task_runner,
+    threads_per_task,
+)
+
+CODE = ("recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics")
+TRAIN_KEYS = ("lambda_valid", "lambda_cost", "lambda_den", "noise_ratio", "lambda_noise", "beta", "score_mode",
+              "hidden", "epochs", "batch_size", "lr_g", "lr_phi", "weight_decay", "warmup_epochs", "ema_decay",
+              "adjoint", "max_train_rows")
+
+
+def flow_settings(section: dict[str, Any], seed: int, **overrides: Any) -> dict[str, Any]:
+    """DensityFlow keyword settings from the ``train_flow`` params section."""
+    return {**{k: section[k] for k in TRAIN_KEYS}, "seed": seed, **overrides}
+
+
+def _flip(y: np.ndarray, n_classes: int) -> np.ndarray:
+    return (y + 1) % n_classes
+
+
+def _ensemble(ensemble_dir: str, schema: Any, **kw: Any) -> Any:
+    return load_ensemble(ensemble_dir, schema=schema, **kw)
+
+
+@task(name="train_flow", task_run_name="train_flow-{dataset}-seed={seed}",
+      cache_policy=TASK_SOURCE + INPUTS - "prepared_dir" - "ensemble_dir")
+def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
+               prepared_dir: str, ensemble_dir: str, device: str, n_threads: int) -> dict[str, Any]:
+    """Train DensityFlow (grid over ``lambda_grid`` selected by ensemble validity on val)."""
+    prepared = load_prepared(prepared_dir)
+    X, y = prepared.arrays("train")
+    grid = section["lambda_grid"]
+    combos = [dict(zip(grid, v, strict=True)) for v in itertools.product(*grid.values())] if grid else [{}]
+    selection: list[dict[str, Any]] = []
+    best, best_score = None, -1.0
+    with limit_threads(n_threads):
+        box = _ensemble(ensemble_dir, prepared.schema) if len(combos) > 1 else None
+        Xv, yv = prepared.arrays("val")
+        for combo in combos:
+            model = DensityFlow(schema=prepared.schema, device=device, **flow_settings(section, seed, **combo))
+            model.fit(X, y)
+            score = None
+            if box is not None:
+                q = query_set(box.query(Xv, budget="selection"), yv, 400)
+                res = model.generate(Xv[q], target=_flip(yv[q], prepared.schema.n_classes))
+                score = validity_metrics(box.query(res.counterfactuals, budget="selection"), res.target)[
+                    "mean_per_model"]
+                selection.append({**combo, "val_validity": score})
+            if best is None or (score is not None and score > best_score):
+                best, best_score = model, score if score is not None else -1.0
+    writers = {"train_log.parquet": lambda p: write_parquet(p, best.log_.frame(), {"dataset": dataset, "seed": seed})}
+    return stage_artifacts(Path(staging_root) / "train_flow" / dataset / f"seed={seed}",
+                           {**writers, **_model_writers(best), "selection.json": lambda p: write_json(p, selection)})
+
+
+def _model_writers(model: DensityFlow) -> dict[str, Any]:
+    return {name: functools.partial(model.write_file, name) for name in DensityFlow.FILES}
+
+
+@task(name="distill", task_run_name="distill-{dataset}-seed={seed}",
+      cache_policy=TASK_SOURCE + INPUTS - "flow_dir" - "prepared_dir" - "ensemble_dir")
+def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
+            flow_dir: str, prepared_dir: str, ensemble_dir: str, device: str, n_threads: int) -> dict[str, Any]:
+    """Distill the trained surrogate towards the ensemble under the query budget."""
+    prepared = load_prepared(prepared_dir)
+    X, y = prepared.arrays("train")
+    with limit_threads(n_threads):
+        model = DensityFlow.load(flow_dir, schema=prepared.schema, device=device)
+        model.with_settings(distill_epochs=section["epochs"], distill_inner=section["inner"],
+                            distill_points=section["points"], distill_lr_phi=section["lr_phi"],
+                            distill_lr_g=section["lr_g"])
+        box = _ensemble(ensemble_dir, prepared.schema, budgets={"distill": section["budget"]})
+        used = model.distill(box, X, y, budget=section["budget"])
+    report = {"queries_used": used, "budget": section["budget"], "oracle_count": box.used("distill")}
+    return stage_artifacts(Path(staging_root) / "distill" / dataset / f"seed={seed}",
+                           {**_model_writers(model), "distill.json": lambda p: write_json(p, report)})
+
+
+@task(name="generate", task_run_name="generate-{dataset}-seed={seed}",
+      cache_policy=TASK_SOURCE + INPUTS - "flow_dir" - "prepared_dir" - "ensemble_dir")
+def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
+             flow_dir: str, prepared_dir: str, ensemble_dir: str, device: str, n_threads: int) -> dict[str, Any]:
+    """Counterfactuals for the evaluation query set and their robustness metrics."""
+    prepared = load_prepared(prepared_dir)
+    schema = prepared.schema
+    Xte, yte = prepared.arrays("test")
+    row_id = prepared.tables["test"]["row_id"].to_numpy()
+    with limit_threads(n_threads):
+        model = DensityFlow.load(flow_dir, schema=schema, device=device)
+        model.with_settings(n_starts=section["n_starts"], jitter=section["jitter"])
+        box = _ensemble(ensemble_dir, schema)
+        q = query_set(box.query(Xte, budget="evaluation"), yte, section["max_queries"])
+        res = model.generate(Xte[q], target=_flip(yte[q], schema.n_classes))
+        out = box.query(res.counterfactuals, budget="evaluation")
+    distilled = read_json(Path(flow_dir) / "distill.json") if (Path(flow_dir) / "distill.json").is_file() else {}
+    metrics = {**validity_metrics(out, res.target), "cost_l1": float(res.cost_l1.mean()),
+               "cost_l2": float(res.cost_l2.mean()), "density": float(res.density.mean()),
+               "surrogate_validity": float(res.surrogate_valid.mean()), "n_queries": int(len(q)),
+               "queries_used": int(distilled.get("queries_used", 0)),
+               "evaluation_queries": int(box.used("evaluation"))}
+    table = pd.DataFrame({"row_id": row_id[q], "target": res.target})
+    table[[f"cf__{c}" for c in schema.encoded_columns]] = res.counterfactuals
+    table = pd.concat([table, res.counterfactuals_original.add_prefix("cf_original__")], axis=1)
+    table["cost_l1"], table["cost_l2"], table["density"] = res.cost_l1, res.cost_l2, res.density
+    table["surrogate_valid"] = res.surrogate_valid
+    for name, labels in zip(out.member_names, out.member_labels, strict=True):
+        table[f"label__{name}"] = labels
+    provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "params_hash": section_hash(section),
+                  "code_version": __version__, "code_hash": code}
+    return stage_artifacts(Path(staging_root) / "generate" / dataset / f"seed={seed}", {
+        "counterfactuals.parquet": lambda p: write_parquet(p, table, provenance),
+        "metrics.json": lambda p: write_json(p, metrics)})
+
+
+def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any], cache_root: Path,
+           upstream_dirs: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    code = code_fingerprint(*CODE)
+    n_threads = threads_per_task(params.orchestration.max_workers)
+    calls, keys = [], []
+    for slot, seed in enumerate(params.seeds):
+        dirs = {k: str(Path(v) / dataset / f"seed={seed}") for k, v in roots.items()}
+        upstream = "+".join(dir_fingerprint(dirs[k]) for k in upstream_dirs)
+        calls.append(dict(dataset=dataset, seed=seed, section=section, upstream=upstream, code=code,
+                          staging_root=str(Path(cache_root) / "artifacts"), device=pick_device(slot),
+                          n_threads=n_threads, **{f"{k}_dir": dirs[k] for k in roots}))
+        keys.append(f"{dataset}/seed={seed}")
+    return calls, keys
+
+
+def _run(step_task: Any, params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any],
+         out_root: Path, cache_root: Path, upstream: list[str]) -> list[SeedResult]:
+    calls, keys = _calls(params, dataset, roots, section, cache_root, upstream)
+    out_dirs = [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]
+    return run_tasks(step_task, calls, out_dirs, Path(cache_root) / "results", keys=keys)
+
+
+@flow(name="train_flow", validate_parameters=False)
+def train_flow_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,
+                    cache_root: Path) -> list[SeedResult]:
+    roots = {"prepared": prepared_root, "ensemble": ensemble_root}
+    return _run(train_flow, params, dataset, roots, params.train_flow.model_dump(mode="json"), out_root,
+                cache_root, ["prepared", "ensemble"])
+
+
+@flow(name="distill", validate_parameters=False)
+def distill_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
+                 out_root: Path, cache_root: Path) -> list[SeedResult]:
+    roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root}
+    return _run(distill, params, dataset, roots, params.distill.model_dump(mode="json"), out_root, cache_root,
+                ["prepared", "ensemble", "flow"])
+
+
+@flow(name="generate", validate_parameters=False)
+def generate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
+                  out_root: Path, metrics_root: Path, cache_root: Path) -> list[SeedResult]:
+    roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root}
+    results = _run(generate, params, dataset, roots, params.generate.model_dump(mode="json"), out_root,
+                   cache_root, ["prepared", "ensemble", "flow"])
+    per_seed = {s: read_json(Path(out_root) / dataset / f"seed={s}" / "metrics.json") for s in params.seeds}
+    write_json(Path(metrics_root) / dataset / "densityflow.json", summarize_seeds(per_seed))
+    return results
+
+
+def run(flow_fn: Any, params: Params, **kwargs: Any) -> list[SeedResult]:
+    """Run one of the flows above with the task runner of ``params.orchestration``."""
+    return flow_fn.with_options(task_runner=task_runner(params.orchestration))(params=params, **kwargs)
