@@ -27,8 +27,8 @@ repro: setup
 test: setup
 	$(BIN)/python -m pytest
 
-bench: setup
-	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+bench: repro  # bench/densityflow.py reads the pipeline outputs
+	@for script in bench/*.py; do echo "== $$script"; PYTHONPATH=. $(BIN)/python $$script || exit 1; done
 
 lint: setup
 	$(BIN)/ruff check src stages flows tests bench
