@@ -1,0 +1,191 @@
+"""Benchmark of DISCOVER: speed (reference and scale configurations) and quality (paper Table 2).
+
+Speed: COMPAS + LightGBM, reference configuration (N=10, T=20, M=10, k=3, h=3, Monte Carlo,
+the solver defaults) at n = 25, 50, 100, 200, 1000, 10000 factual rows, plus the scale
+configuration (n=10000, N=50, T=100, M=50, k=100). Printed with the ratio to the paper's
+runtimes (Table 5: 34.8 s at n=25 ... 499.3 s at n=200) and the targets (<= 1 s at n=50,
+<= 2 s at n=200, <= 60 s for the scale configuration).
+
+Quality: {compas, german, heloc} x {svm, mlp, rf, xgboost, lightgbm}, seed-0 prepared data,
+each model fitted with ``fit_model`` on the default profile's fixed hyperparameters plus the
+first value of each grid entry. Protocol (the paper's): 50 factual rows sampled (seed 0) from
+the test split among those the model predicts unfavourable; target y* = 1 - Beta(0.1, 0.9)
+(seed 0). Reported: OT(x) (trimmed SW^2, 5000 directions, delta 0.1), OT(y) (trimmed W^2,
+delta 0.1), MMD^2, AReS cost, certified feasibility, for the default solver settings and for
+the paper's own budget (T=100 iterations, M=200 trials), with means over the five models
+next to the paper's figures (COMPAS 0.059 / 0.141, HELOC 0.051 / 0.160, German 0.012 / 0.229).
+
+HELOC is read from ``$RECOURSELAB_DATA_DIR`` (default: ../shared/data next to the repository).
+Writes bench/results/discover.json. Run: ``python bench/discover.py [speed|quality]``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if (REPO.parent / "shared" / "data").is_dir():
+    os.environ.setdefault("RECOURSELAB_DATA_DIR", str(REPO.parent / "shared" / "data"))
+
+from recourselab.config import Params  # noqa: E402
+from recourselab.data import load_dataset, prepare_splits  # noqa: E402
+from recourselab.discover import Discover, NotCertifiedWarning, make_target  # noqa: E402
+from recourselab.models import BlackBox, FitContext, fit_model  # noqa: E402
+from recourselab.orchestration import limit_threads  # noqa: E402
+
+log = logging.getLogger("bench.discover")
+OUT = Path(__file__).parent / "results" / "discover.json"
+
+DATASETS = ("compas", "german", "heloc")
+MODELS = ("svm", "mlp", "rf", "xgboost", "lightgbm")
+SIZES = (25, 50, 100, 200, 1000, 10000)
+PAPER_RUNTIME = {25: 34.8, 50: 61.5, 100: 146.1, 150: 322.3, 200: 499.3}  # Table 5, COMPAS + LightGBM
+SPEED_TARGET = {50: 1.0, 200: 2.0}
+SCALE = {"n_projections": 50, "max_iter": 100, "trials": 50, "top_k": 100}
+SCALE_TARGET = 60.0
+PAPER_QUALITY = {"compas": (0.059, 0.141), "heloc": (0.051, 0.160), "german": (0.012, 0.229)}
+PAPER_BUDGET = {"max_iter": 100, "trials": 200}  # the released configuration (top_k 3, h 3)
+N_FACTUALS = 50
+TARGET = make_target("beta", a=0.1, b=0.9, seed=0)
+
+
+def fit(name: str, prepared: Any, params: Params) -> Any:
+    """``fit_model`` with the profile's fixed hyperparameters + the first value of each grid entry."""
+    spec = getattr(params.models, name)
+    hyper = dict(spec.fixed) | {k: v[0] for k, v in spec.grid.items()}
+    X, y = prepared.arrays("train")
+    if spec.max_fit_rows and len(y) > spec.max_fit_rows:
+        X, y = X[:spec.max_fit_rows], y[:spec.max_fit_rows]
+    Xv, yv = prepared.arrays("val")
+    ctx = FitContext(X_val=Xv, y_val=yv, seed=0, n_classes=prepared.schema.n_classes, n_threads=1)
+    with limit_threads(1):
+        return fit_model(name, hyper, X, y, ctx)
+
+
+def factual_sample(X: np.ndarray, scores: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` rows the model predicts unfavourable (b < 0.5), sampled without replacement when
+    there are enough; else the ``n`` lowest-scoring rows; beyond the data size, unfavourable
+    rows drawn with replacement (speed benchmark only)."""
+    rng = np.random.default_rng(seed)
+    pool = np.flatnonzero(scores < 0.5)
+    if len(pool) >= n:
+        return X[np.sort(rng.choice(pool, n, replace=False))]
+    if len(X) >= n:
+        return X[np.sort(np.argsort(scores, kind="stable")[:n])]
+    return X[np.sort(rng.choice(pool, n, replace=True))]
+
+
+def run(model: Any, schema: Any, factuals: np.ndarray, **settings: Any) -> tuple[Any, float]:
+    solver = Discover(BlackBox({"model": model}, schema=schema), schema=schema, **settings)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(), limit_threads(1):
+        warnings.simplefilter("ignore", NotCertifiedWarning)
+        result = solver.explain(factuals, TARGET)
+    return result, time.perf_counter() - t0
+
+
+def summary(result: Any, wall: float) -> dict[str, Any]:
+    m = result.metrics
+    return {"wall_s": wall, "feasible": result.feasible, "OT_x": m["OT_x"], "OT_y": m["OT_y"],
+            "MMD2": m["MMD2"], "ares_cost": m["ares_cost"], "UCL_x": m["UCL_x"], "U_x": m["U_x"],
+            "UCL_y": m["UCL_y"], "U_y": m["U_y"], "edited_rows": m["edited_rows"],
+            "iterations": int(result.log["iteration"].iloc[-1]), "returned_iteration": result.iteration,
+            "queries": result.queries}
+
+
+def bench_speed(params: Params) -> dict[str, Any]:
+    prepared = prepare_splits(load_dataset("compas", params), 0, params.prepare.split)
+    model = fit("lightgbm", prepared, params)
+    X = np.concatenate([prepared.arrays(s)[0] for s in ("train", "val", "test")])
+    scores = model.predict_proba(X)[:, prepared.schema.favourable_index]
+    out: dict[str, Any] = {"reference": {}, "config": "COMPAS + LightGBM, N=10 T=20 M=10 k=3 h=3 monte_carlo"}
+    log.info("speed: COMPAS + LightGBM, reference configuration (solver defaults)")
+    log.info("%7s %9s %10s %9s %8s %8s %6s", "n", "wall [s]", "paper [s]", "speed-up", "OT(x)", "OT(y)",
+             "target")
+    for n in SIZES:
+        res, wall = run(model, prepared.schema, factual_sample(X, scores, n))
+        row = summary(res, wall)
+        paper = PAPER_RUNTIME.get(n)
+        row["paper_s"], row["speedup"] = paper, (paper / wall if paper else None)
+        target = SPEED_TARGET.get(n)
+        row["target_s"], row["meets_target"] = target, (wall <= target if target else None)
+        out["reference"][str(n)] = row
+        log.info("%7d %9.3f %10s %9s %8.4f %8.4f %6s", n, wall, f"{paper:.1f}" if paper else "-",
+                 f"x{paper / wall:.0f}" if paper else "-", row["OT_x"], row["OT_y"],
+                 ("ok" if row["meets_target"] else "MISS") if target else "")
+    res, wall = run(model, prepared.schema, factual_sample(X, scores, 10000), **SCALE)
+    row = summary(res, wall) | {"settings": SCALE, "target_s": SCALE_TARGET,
+                                "meets_target": wall <= SCALE_TARGET}
+    out["scale"] = row
+    log.info("scale configuration n=10000 N=50 T=100 M=50 k=100: %.1f s (target <= %.0f s: %s), queries %d",
+             wall, SCALE_TARGET, "ok" if row["meets_target"] else "MISS", row["queries"])
+    return out
+
+
+def bench_quality(params: Params) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for ds in DATASETS:
+        prepared = prepare_splits(load_dataset(ds, params), 0, params.prepare.split)
+        X_test, _ = prepared.arrays("test")
+        out[ds] = {"models": {}}
+        for name in MODELS:
+            t0 = time.perf_counter()
+            model = fit(name, prepared, params)
+            fit_s = time.perf_counter() - t0
+            scores = model.predict_proba(X_test)[:, prepared.schema.favourable_index]
+            factuals = factual_sample(X_test, scores, N_FACTUALS)
+            entry = {"fit_s": fit_s, "n_unfavourable_test": int((scores < 0.5).sum())}
+            for label, settings in (("default", {}), ("paper_budget", PAPER_BUDGET)):
+                res, wall = run(model, prepared.schema, factuals, **settings)
+                entry[label] = summary(res, wall)
+            out[ds]["models"][name] = entry
+            d, p = entry["default"], entry["paper_budget"]
+            log.info("%-7s %-9s default: OT(x) %.4f OT(y) %.4f MMD %.4f feasible %-5s %.2fs | paper "
+                     "budget: OT(x) %.4f OT(y) %.4f feasible %-5s %.2fs", ds, name, d["OT_x"], d["OT_y"],
+                     d["MMD2"], d["feasible"], d["wall_s"], p["OT_x"], p["OT_y"], p["feasible"], p["wall_s"])
+        px, py = PAPER_QUALITY[ds]
+        for label in ("default", "paper_budget"):
+            rows = [out[ds]["models"][m][label] for m in MODELS]
+            mean = {k: float(np.mean([r[k] for r in rows])) for k in ("OT_x", "OT_y", "MMD2", "ares_cost")}
+            mean["feasible"] = int(sum(r["feasible"] for r in rows))
+            mean["OT_x_ratio_to_paper"] = mean["OT_x"] / px
+            mean["OT_y_ratio_to_paper"] = mean["OT_y"] / py
+            mean["meets_quality_target"] = bool(mean["feasible"] == len(MODELS) and mean["OT_y"] <= py
+                                                and mean["OT_x"] <= 1.5 * px)
+            out[ds][f"mean_{label}"] = mean
+            log.info("%-7s mean %-12s OT(x) %.4f (paper %.3f, x%.2f) OT(y) %.4f (paper %.3f, x%.2f) "
+                     "MMD %.4f feasible %d/5 -> %s", ds, label, mean["OT_x"], px, mean["OT_x_ratio_to_paper"],
+                     mean["OT_y"], py, mean["OT_y_ratio_to_paper"], mean["MMD2"], mean["feasible"],
+                     "meets target" if mean["meets_quality_target"] else "misses target")
+    return out
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("recourselab").setLevel(logging.WARNING)
+    params = Params()
+    parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["speed", "quality"]
+    results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    results |= {"units": "squared Wasserstein-2 (SW^2, W^2) in the encoded space; seconds",
+                "target": TARGET.to_dict(), "n_factuals": N_FACTUALS, "cpu_count": os.cpu_count(),
+                "paper_budget": PAPER_BUDGET}
+    if "speed" in parts:
+        results["speed"] = bench_speed(params)
+    if "quality" in parts:
+        results["quality"] = bench_quality(params)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=2, default=float))
+    log.info("wrote %s", OUT)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""Settings of the DISCOVER solver: one frozen, pydantic-free dataclass.
+
+Units: every distance, objective value, UCL and threshold is a **squared** Wasserstein-2
+quantity (``SW^2`` on the input side, ``W^2`` on the output side) in the schema's encoded
+space (numerical features as z-scores, each categorical as one (cos, sin) phase pair).
+Scores ``b(x)`` are probabilities of the favourable class, in [0, 1].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from recourselab.errors import ConfigError
+
+ACTIONABILITY = ("increasing", "decreasing", "fixed")
+
+
+@dataclass(frozen=True)
+class DiscoverSettings:
+    """Every option of :class:`~recourselab.discover.Discover`, with its default.
+
+    Search budget
+    -------------
+    n_projections : N, number of random unit directions of the sliced objective (drawn once
+        per run from ``seed``). Default 10.
+    top_k : k, rows editable per outer iteration (the top-k rows by row score q_i). Default 3.
+    h : features edited per selected row and candidate (a categorical counts as one feature).
+        Default 3.
+    trials : M, candidates proposed per outer iteration (the current X is always added as a
+        no-op candidate, so Q under the iteration's eta never increases). Default 10.
+    max_iter : T, outer iterations. Default 20.
+    strategy : proposal strategy, a key of :data:`~recourselab.discover.strategies.STRATEGIES`
+        (``"monte_carlo"`` or ``"genetic"``). Default ``"monte_carlo"``.
+    recombine : also score the row-wise recombination of the evaluated candidates (each
+        editable row takes its edit with the lowest row score q_i under the fixed plans, or
+        stays put); it reuses known model scores (no extra query) and is kept only if its
+        exact Q is lower. Default True (False: the plain propose-and-select of the paper).
+
+    Objective and certification (squared units)
+    -------------------------------------------
+    delta : trimming constant of the objective and of the UCLs, in [0, 1/2). Default 0.01
+        (nearly untrimmed: the DKW bands reach the sample extremes, so the solver must move
+        the tails too; the reported OT(x), OT(y) use ``metric_delta``).
+    alpha : confidence level of the certificate; the output-side band has level alpha, each of
+        the N input-side bands alpha / N (Bonferroni). Default 0.05.
+    U_x : threshold on UCL_x (squared). ``None``: calibrated from the factual sample as
+        ``(1 + U_x_margin) * UCL_x(X', X')``, i.e. the DKW band's noise floor of the unedited
+        sample plus a relative budget (the floor scales with the data's spread and shrinks
+        with n, so a fixed number cannot fit every dataset and sample size).
+    U_y : threshold on UCL_y (squared). ``None``: ``UCL_y(y*, y*) + U_y_margin``, the floor
+        of a perfect output match plus an absolute budget (scores live in [0, 1]).
+    U_x_margin : relative input-side budget used when ``U_x`` is None. Default 0.25.
+    U_y_margin : absolute output-side budget (squared score units) used when ``U_y`` is None.
+        Default 0.15 (at n = 50 this certifies roughly OT(y) <= 0.15-0.2).
+    eta_l, eta_r : initial interval [l, r] of the trade-off eta. Defaults 0.2 and 1.0.
+    kappa : interval-narrowing factor. Default 0.05.
+    patience : stop early after this many consecutive feasible iterations whose selected
+        candidate improved Q by at most ``tol`` (relative). Default 5.
+    tol : relative improvement counted as a stall. Default 1e-6.
+
+    Proposals (OT-guided cone sampling)
+    -----------------------------------
+    cone_angle : half-angle phi (radians) of the cone around -g. Default pi/4.
+    step : lambda_max; a numerical move is lambda ~ U(0, step) times each feature's range
+        (R_max - R_min, encoded units), along the cone direction restricted to the row's
+        edited numerical features (renormalised). Default 0.5.
+    categorical_step : maximum step length in a categorical's embedding space. Default 1.2.
+    temperature : tau of the categorical decoding p(v) ~ exp(-||E_p[v] - z||^2 / tau).
+        Default 2.0.
+    embedding_dim : r of the categorical embeddings; ``None``: min(|V|, max(2, ceil(log2|V|) + 1)).
+    guidance : use the input-side OT guidance field (False: isotropic proposals, an ablation).
+    edit_numerical, edit_categorical : which feature types may be edited (ablations).
+    actionability : feature name -> ``"increasing"`` (never below its factual value / level
+        index), ``"decreasing"`` or ``"fixed"``; schema-immutable features are never edited.
+
+    Genetic strategy
+    ----------------
+    generations : generations per outer iteration (each costs one model call). Default 3.
+    crossover_prob : probability that a child is a crossover of two parents. Default 0.8.
+    gene_swap_prob : per editable row, probability of taking the second parent's row. Default 0.5.
+    mutation_prob : per row, probability of a cone-guided mutation of a child. Default 0.5.
+    elite : candidates carried unchanged to the next generation. Default 2.
+
+    Result metrics and engineering
+    ------------------------------
+    metric_projections : directions of the reported OT(x). Default 5000.
+    metric_delta : trimming of the reported OT(x) and OT(y). Default 0.1.
+    mmd_sigma : bandwidth of the Gaussian kernel of the reported MMD^2. Default 1.0.
+    max_elements : size (floats) of the reused sort buffer, i.e. candidates x N x n per chunk.
+        When a batch needs more, candidates are screened with the fixed-plan row scores and
+        only the best ``max_elements // (N n)`` are scored exactly (the others are never
+        selected, so the no-op guarantee holds). Default 4_000_000 (32 MB).
+    budget : BlackBox budget name the model queries count against. Default ``"discover"``.
+    seed : seed of directions, embeddings, proposals (same seed, same result). Default 0.
+    """
+
+    n_projections: int = 10
+    top_k: int = 3
+    h: int = 3
+    trials: int = 10
+    max_iter: int = 20
+    strategy: str = "monte_carlo"
+    recombine: bool = True
+    delta: float = 0.01
+    alpha: float = 0.05
+    U_x: float | None = None
+    U_y: float | None = None
+    U_x_margin: float = 0.25
+    U_y_margin: float = 0.15
+    eta_l: float = 0.2
+    eta_r: float = 1.0
+    kappa: float = 0.05
+    patience: int = 5
+    tol: float = 1e-6
+    cone_angle: float = math.pi / 4
+    step: float = 0.5
+    categorical_step: float = 1.2
+    temperature: float = 2.0
+    embedding_dim: int | None = None
+    guidance: bool = True
+    edit_numerical: bool = True
+    edit_categorical: bool = True
+    actionability: Mapping[str, str] = field(default_factory=dict)
+    generations: int = 3
+    crossover_prob: float = 0.8
+    gene_swap_prob: float = 0.5
+    mutation_prob: float = 0.5
+    elite: int = 2
+    metric_projections: int = 5000
+    metric_delta: float = 0.1
+    mmd_sigma: float = 1.0
+    max_elements: int = 4_000_000
+    budget: str = "discover"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("n_projections", self.n_projections >= 1), ("top_k", self.top_k >= 1), ("h", self.h >= 1),
+            ("trials", self.trials >= 1), ("max_iter", self.max_iter >= 0),
+            ("delta", 0.0 <= self.delta < 0.5), ("alpha", 0.0 < self.alpha < 1.0),
+            ("U_x", self.U_x is None or self.U_x > 0), ("U_y", self.U_y is None or self.U_y > 0),
+            ("U_x_margin", self.U_x_margin >= 0), ("U_y_margin", self.U_y_margin >= 0),
+            ("eta_l", 0.0 <= self.eta_l <= self.eta_r <= 1.0), ("kappa", 0.0 <= self.kappa < 1.0),
+            ("patience", self.patience >= 1), ("tol", self.tol >= 0),
+            ("cone_angle", 0.0 < self.cone_angle <= math.pi), ("step", self.step > 0),
+            ("categorical_step", self.categorical_step >= 0), ("temperature", self.temperature > 0),
+            ("embedding_dim", self.embedding_dim is None or self.embedding_dim >= 1),
+            ("generations", self.generations >= 1), ("crossover_prob", 0 <= self.crossover_prob <= 1),
+            ("gene_swap_prob", 0 <= self.gene_swap_prob <= 1),
+            ("mutation_prob", 0 <= self.mutation_prob <= 1),
+            ("elite", self.elite >= 0), ("metric_projections", self.metric_projections >= 1),
+            ("metric_delta", 0.0 <= self.metric_delta < 0.5), ("mmd_sigma", self.mmd_sigma > 0),
+            ("max_elements", self.max_elements >= 1),
+        ]
+        bad = [name for name, ok in checks if not ok]
+        if bad:
+            values = {name: getattr(self, name) for name in bad}
+            raise ConfigError(f"invalid DISCOVER settings: {values} (see DiscoverSettings for valid ranges)")
+        if not (self.edit_numerical or self.edit_categorical):
+            raise ConfigError("DISCOVER settings: edit_numerical and edit_categorical cannot both be False")
+        for name, rule in self.actionability.items():
+            if rule not in ACTIONABILITY:
+                raise ConfigError(f"actionability of {name!r}: unknown rule {rule!r}; valid: "
+                                  f"{', '.join(ACTIONABILITY)}")
+        from recourselab.discover.strategies import get_strategy
+
+        get_strategy(self.strategy)  # unknown names list the valid ones
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> DiscoverSettings:
+        """Build settings from keyword arguments; unknown keys list the valid ones."""
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = [k for k in kwargs if k not in valid]
+        if unknown:
+            hints = [f"{k!r}" + (f" (did you mean {c[0]!r}?)" if (c := difflib.get_close_matches(k, valid, 1))
+                                  else "") for k in unknown]
+            raise ConfigError(f"unknown DISCOVER setting(s) {', '.join(hints)}; valid: {', '.join(valid)}")
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe mapping of every setting."""
+        d = dataclasses.asdict(self)
+        d["actionability"] = dict(self.actionability)
+        return d
+
+
+__all__ = ["ACTIONABILITY", "DiscoverSettings"]

@@ -1,0 +1,438 @@
+"""The DISCOVER solver: certified propose-and-select search for distributional counterfactuals.
+
+One outer iteration on the current iterate X (n, d):
+
+1. sorted matchings of the projections ``P = X theta^T`` (cached, updated only for edited
+   rows) and of the scores ``b(X)`` (cached) to the sorted factual projections / targets;
+   ``Qx``, ``Qy``, the DKW UCLs, feasibility, and eta by DCE's rule with interval narrowing;
+2. row scores q_i (Prop. 3.1; they sum to Q exactly) and the top-k editable set I;
+3. the guidance field ``g = grad SW^2`` on the rows of I in closed form;
+4. the strategy proposes candidates editing only rows of I; all candidates of a batch are
+   scored in one vectorised pass: one model call on the C*k edited rows (cached b(X) for
+   the others) and one batched stable sort of the nearly sorted (C, N, n) projections
+   (a reused buffer of ``max_elements`` floats); by default the row-wise recombination of
+   the candidates (each row keeps its best edit under the fixed plans, or stays) is scored
+   too, without any model query; the current X is the no-op candidate, so Q under this
+   iteration's eta never increases;
+5. the arg-min is applied (ties keep X).
+
+The run stops after ``max_iter`` iterations or when the iterate is certified feasible and Q
+has stalled for ``patience`` iterations. It returns the best feasible edited iterate (min Q
+under the final eta) if there is one, else the last iterate with ``feasible=False``.
+
+All objective values, UCLs and thresholds are squared Wasserstein-2 quantities.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from recourselab.data.schema import Schema
+from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_y
+from recourselab.discover.ot import Matching, match, random_directions, trim_weights
+from recourselab.discover.proposals import ProposalSpace
+from recourselab.discover.settings import DiscoverSettings
+from recourselab.discover.strategies import Evaluation, SearchContext, make_strategy
+from recourselab.discover.targets import Target, make_target
+from recourselab.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+
+class NotCertifiedWarning(UserWarning):
+    """The run ended without a certified-feasible iterate."""
+
+
+@dataclass(frozen=True)
+class DiscoverResult:
+    """Outcome of one DISCOVER (or DCE) run.
+
+    Attributes
+    ----------
+    counterfactuals : encoded counterfactual rows X, shape (n, d).
+    counterfactuals_frame : the same rows in original units (``schema.inverse_transform``).
+    factuals : encoded factual rows X', shape (n, d).
+    scores : b(X), shape (n,); factual_scores : b(X'), shape (n,).
+    target_values : the target outputs y*, shape (n,).
+    log : one row per evaluated iterate: iteration, Q (under that iteration's eta), Q_selected,
+        OT_x / OT_y (the solver's trimmed SW^2 over N directions / W^2, squared units), eta,
+        eta_l, eta_r (the narrowed interval), branch, UCL_x, UCL_y, feasible, rows (the top-k
+        indices), accepted, edited_rows,
+        queries (cumulative model rows).
+    metrics : reported metrics of the returned X: OT_x (5000 directions, delta 0.1), OT_y,
+        MMD2, ares_cost, UCL_x, UCL_y, U_x, U_y, ... (squared units).
+    feasible : True only if the returned X is certified (UCL_x < U_x and UCL_y < U_y).
+    target : the target's description (``Target.to_dict()``).
+    queries : model rows queried during the run (what a BlackBox oracle counted).
+    wall_time : seconds.
+    iteration : index of the returned iterate in ``log``.
+    settings : the solver settings (``to_dict()``).
+    method : "discover" or "dce".
+    """
+
+    counterfactuals: np.ndarray
+    counterfactuals_frame: pd.DataFrame
+    factuals: np.ndarray
+    scores: np.ndarray
+    factual_scores: np.ndarray
+    target_values: np.ndarray
+    log: pd.DataFrame
+    metrics: dict[str, Any]
+    feasible: bool
+    target: dict[str, Any]
+    queries: int
+    wall_time: float
+    iteration: int
+    settings: dict[str, Any] = field(default_factory=dict)
+    method: str = "discover"
+
+    def metadata(self) -> dict[str, Any]:
+        """JSON-safe summary (metrics, feasibility, target, queries, time, settings)."""
+        return {"method": self.method, "feasible": self.feasible, "metrics": self.metrics,
+                "target": self.target, "queries": self.queries, "wall_time": self.wall_time,
+                "iteration": self.iteration, "settings": self.settings}
+
+
+def favourable_scores(model: Any, X: np.ndarray, schema: Schema, budget: str) -> np.ndarray:
+    """b(X) = P(favourable) through ``model.predict_proba`` (a BlackBox counts under ``budget``)."""
+    from recourselab.models.oracle import BlackBox
+
+    proba = model.predict_proba(X, budget=budget) if isinstance(model, BlackBox) else model.predict_proba(X)
+    proba = np.asarray(proba, dtype=float)
+    if proba.ndim != 2 or proba.shape[0] != len(X) or proba.shape[1] <= schema.favourable_index:
+        raise DataError(f"model returned probabilities of shape {proba.shape}, expected ({len(X)}, "
+                        f"{schema.n_classes})")
+    return proba[:, schema.favourable_index]
+
+
+def encode_factuals(factuals: np.ndarray | pd.DataFrame, schema: Schema) -> np.ndarray:
+    """Validate factual rows: encoded (n, d) array or raw DataFrame -> float array (n, d)."""
+    if isinstance(factuals, pd.DataFrame):
+        X = schema.transform(factuals)
+    else:
+        try:
+            X = np.array(factuals, dtype=float)
+        except (TypeError, ValueError) as err:
+            raise DataError(f"factuals must be numeric encoded rows or a raw DataFrame: {err}") from err
+    if X.ndim != 2:
+        raise DataError(f"factuals must be 2-D (n, d), got shape {X.shape}")
+    if X.shape[1] != schema.n_encoded:
+        raise DataError(f"dataset {schema.dataset!r}: factuals have {X.shape[1]} columns, the schema "
+                        f"encodes {schema.n_encoded} ({schema.encoded_columns})")
+    if X.shape[0] < 2:
+        raise DataError(f"need at least 2 factual rows for a distribution, got {X.shape[0]}")
+    if not np.isfinite(X).all():
+        rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
+        raise DataError(f"factuals contain NaN/inf in {rows.size} rows, e.g. rows {rows[:5].tolist()}")
+    return X
+
+
+def resolve_target(target: Target | Mapping[str, Any] | str, n: int,
+                   factual_scores: np.ndarray) -> tuple[Target, np.ndarray]:
+    """A Target (or its dict / kind name) and its ``n`` values, validated."""
+    if isinstance(target, str):
+        target = make_target(target)
+    elif isinstance(target, Mapping):
+        target = Target.from_dict(target)
+    if not isinstance(target, Target):
+        raise DataError(f"target must be a Target (see make_target), got {type(target).__name__}")
+    values = target.values(n, factual_scores)
+    if values.shape != (n,) or not np.isfinite(values).all():
+        raise DataError(f"target values must be {n} finite numbers, got shape {values.shape}")
+    return target, values
+
+
+class _Objective:
+    """Sorted references, trimming weights and the batched candidate evaluator.
+
+    Exact scoring of C candidates: the current sorted projections (N, n) with the k edited
+    rows' values replaced are nearly sorted, so one stable (run-detecting) sort per chunk of
+    candidates re-sorts them; buffers are allocated once and reused (``max_elements`` floats).
+    When C * N * n exceeds ``max_elements``, all candidates are screened with the fixed-plan
+    row decomposition (Prop. 3.1, O(C k N)) and only the best ``max_elements // (N n)`` are
+    scored exactly; the others are marked inexact and are never selected.
+    """
+
+    def __init__(self, theta: np.ndarray, ref_x: np.ndarray, ref_y: np.ndarray, w: np.ndarray,
+                 max_elements: int) -> None:
+        self.theta = theta
+        self.ref_x = ref_x  # (N, n) sorted factual projections
+        self.ref_y = ref_y  # (n,) sorted targets
+        self.w = w
+        N, n = ref_x.shape
+        self.chunk = max(1, max_elements // (N * n))
+        self._buf: np.ndarray | None = None
+
+    def _buffer(self, c: int) -> np.ndarray:
+        N, n = self.ref_x.shape
+        if self._buf is None or self._buf.shape[0] < c:
+            self._buf = np.empty((max(c, 1), N, n))
+        return self._buf[:c]
+
+    def qx_exact(self, m: Matching, rows: np.ndarray, Pc: np.ndarray) -> np.ndarray:
+        """Exact Qx of C candidates whose rows ``rows`` have projections ``Pc`` (C, k, N). Shape (C,)."""
+        C, k, N = Pc.shape
+        n = self.ref_x.shape[1]
+        pos = m.rank_x[:, rows]  # (N, k)
+        out = np.empty(C)
+        for c0 in range(0, C, self.chunk):
+            part = Pc[c0:c0 + self.chunk].transpose(0, 2, 1)  # (c, N, k)
+            arr = self._buffer(part.shape[0])
+            np.copyto(arr, m.sorted_x[None])
+            np.put_along_axis(arr, np.broadcast_to(pos, part.shape), part, axis=2)
+            arr.sort(axis=2, kind="stable")  # nearly sorted: k values moved per direction
+            np.subtract(arr, self.ref_x, out=arr)
+            np.square(arr, out=arr)
+            out[c0:c0 + self.chunk] = (arr.reshape(-1, n) @ self.w).reshape(-1, N).mean(axis=1)
+        return out
+
+    def qy_exact(self, m: Matching, rows: np.ndarray, yc: np.ndarray) -> np.ndarray:
+        """Exact Qy of C candidates whose rows ``rows`` score ``yc`` (C, k). Shape (C,)."""
+        arr = np.repeat(m.sorted_y[None], yc.shape[0], axis=0)
+        arr[:, m.rank_y[rows]] = yc
+        arr.sort(axis=1, kind="stable")
+        np.subtract(arr, self.ref_y, out=arr)
+        np.square(arr, out=arr)
+        return arr @ self.w
+
+    def row_deltas(self, m: Matching, rows: np.ndarray, Pc: np.ndarray,
+                   yc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Change of q_i^(x) and q_i^(y) of each edited row under the fixed plans. Shapes (C, k)."""
+        N = Pc.shape[2]
+        tx = np.take_along_axis(self.ref_x, m.rank_x[:, rows], axis=1).T  # (k, N)
+        wx = m.wx[:, rows].T  # (k, N)
+        dqx = (wx * ((Pc - tx) ** 2 - m.resid_x[:, rows].T ** 2)).sum(axis=2) / N
+        dqy = m.wy[rows] * ((yc - self.ref_y[m.rank_y[rows]]) ** 2 - m.resid_y[rows] ** 2)
+        return dqx, dqy
+
+    def evaluate(self, m: Matching, rows: np.ndarray, eta: float, Pc: np.ndarray, yc: np.ndarray,
+                 qx0: float) -> Evaluation:
+        """Score C candidates (see the class docstring)."""
+        C = Pc.shape[0]
+        dqx, dqy = self.row_deltas(m, rows, Pc, yc)
+        qy = self.qy_exact(m, rows, yc)
+        exact = np.ones(C, dtype=bool)
+        if C <= self.chunk:
+            qx = self.qx_exact(m, rows, Pc)
+        else:
+            qx = qx0 + dqx.sum(axis=1)  # fixed-plan screen
+            best = np.argsort((1.0 - eta) * qx + eta * qy, kind="stable")[:self.chunk]
+            exact[:] = False
+            exact[best] = True
+            qx[best] = self.qx_exact(m, rows, Pc[best])
+        return Evaluation(Q=(1.0 - eta) * qx + eta * qy, Qx=qx, Qy=qy, y=yc,
+                          dq=(1.0 - eta) * dqx + eta * dqy, exact=exact)
+
+    def current(self, m: Matching, rows: np.ndarray, P: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        """(Qx, Qy) of the current iterate through the candidate path (the no-op candidate)."""
+        return (float(self.qx_exact(m, rows, P[rows][None])[0]),
+                float(self.qy_exact(m, rows, y[rows][None])[0]))
+
+
+class Discover:
+    """DISCOVER: model-agnostic certified distributional counterfactuals (propose-and-select).
+
+    Parameters
+    ----------
+    model : a :class:`~recourselab.models.BlackBox` (queries are counted under
+        ``settings.budget``) or any object with ``predict_proba(X (n, d)) -> (n, K)``.
+        The score is ``b(X) = predict_proba(X)[:, schema.favourable_index]``.
+    schema : the encoded layout of the data the model was trained on.
+    n_projections, top_k, h, trials, max_iter, strategy, seed : the main settings
+        (N, k, h, M, T; see :class:`DiscoverSettings`).
+    **options : any other :class:`DiscoverSettings` field (unknown names list the valid ones).
+        :meth:`from_settings` builds a solver from a settings object.
+
+    Notes
+    -----
+    One ``explain`` call at a time per instance (the query counter is per run).
+
+    Examples
+    --------
+    >>> solver = Discover(BlackBox({"lgbm": fitted}, schema=schema), schema=schema)  # doctest: +SKIP
+    >>> result = solver.explain(X_factual, make_target("beta", a=0.1, b=0.9, seed=0))  # doctest: +SKIP
+    >>> result.feasible, result.metrics["OT_y"]  # doctest: +SKIP
+    """
+
+    def __init__(self, model: Any, *, schema: Schema, n_projections: int = 10, top_k: int = 3, h: int = 3,
+                 trials: int = 10, max_iter: int = 20, strategy: str = "monte_carlo", seed: int = 0,
+                 **options: Any) -> None:
+        if not hasattr(model, "predict_proba"):
+            raise TypeError(f"model ({type(model).__name__}) has no predict_proba method")
+        self.settings = DiscoverSettings.from_kwargs(
+            n_projections=n_projections, top_k=top_k, h=h, trials=trials, max_iter=max_iter,
+            strategy=strategy, seed=seed, **options)
+        self.model = model
+        self.schema = schema
+        self._queries = 0
+
+    @classmethod
+    def from_settings(cls, model: Any, *, schema: Schema, settings: DiscoverSettings) -> Discover:
+        """A solver with every option taken from ``settings``."""
+        return cls(model, schema=schema, **settings.to_dict())
+
+    # ------------------------------------------------------------------ helpers
+    def _scores(self, X: np.ndarray) -> np.ndarray:
+        self._queries += len(X)
+        return favourable_scores(self.model, X, self.schema, self.settings.budget)
+
+    def _evaluate(self, obj: _Objective, m: Matching, rows: np.ndarray, eta: float, qx0: float,
+                  cands: np.ndarray, yc: np.ndarray | None = None) -> Evaluation:
+        C, k, d = cands.shape
+        Pc = cands @ obj.theta.T  # (C, k, N)
+        if yc is None:  # one model call on the C * k edited rows
+            yc = self._scores(cands.reshape(C * k, d)).reshape(C, k)
+        return obj.evaluate(m, rows, eta, Pc, yc, qx0)
+
+    # ------------------------------------------------------------------ main entry
+    def explain(self, factuals: np.ndarray | pd.DataFrame,
+                target: Target | Mapping[str, Any] | str) -> DiscoverResult:
+        """Find a certified counterfactual distribution for ``factuals``.
+
+        Parameters
+        ----------
+        factuals : encoded rows (n, d) or a raw DataFrame (encoded through the schema).
+        target : a :class:`Target` (or its dict, or a kind name with default parameters);
+            its ``n`` values are drawn for this sample.
+
+        Returns
+        -------
+        DiscoverResult
+        """
+        t0 = time.perf_counter()
+        s = self.settings
+        self._queries = 0
+        Xf = encode_factuals(factuals, self.schema)
+        n, d = Xf.shape
+        yf = self._scores(Xf)
+        tgt, ystar = resolve_target(target, n, yf)
+        theta = random_directions(d, s.n_projections, np.random.default_rng([s.seed, 0]))
+        rng = np.random.default_rng([s.seed, 1])
+        w = trim_weights(n, s.delta)
+        ref_x = np.sort((Xf @ theta.T).T, axis=1)
+        ref_y = np.sort(ystar)
+        obj = _Objective(theta, ref_x, ref_y, w, s.max_elements)
+        U_x = s.U_x if s.U_x is not None else ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin)
+        U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
+        space = ProposalSpace(self.schema, Xf, s)
+        strategy = make_strategy(s.strategy, s)
+        k = min(s.top_k, n)
+        logger.info("DISCOVER %s: n=%d d=%d N=%d k=%d h=%d M=%d T=%d U_x=%.4g U_y=%.4g", s.strategy, n, d,
+                    s.n_projections, k, s.h, s.trials, s.max_iter, U_x, U_y)
+
+        X, P, y = Xf.copy(), Xf @ theta.T, yf.copy()
+        changed = np.zeros(n, dtype=bool)
+        left, right = s.eta_l, s.eta_r
+        history: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        records: list[dict[str, Any]] = []
+        stall = 0
+        eta = left
+        m = None
+        for t in range(s.max_iter + 1):
+            m = match(P, ref_x, y, ref_y, w, previous=m)
+            all_rows = np.arange(min(k, n))
+            qx, qy = obj.current(m, all_rows, P, y)
+            ucl_x = ucl_sw2(m.sorted_x, ref_x, s.delta, s.alpha)
+            ucl_y = ucl_w2(m.sorted_y, ref_y, s.delta, s.alpha)
+            feasible = is_feasible(ucl_x, ucl_y, U_x, U_y)
+            step = eta_rule(ucl_x, ucl_y, U_x, U_y, left, right, s.kappa)
+            eta, left, right = step.eta, step.left, step.right
+            Q = (1.0 - eta) * qx + eta * qy
+            rec = {"iteration": t, "Q": Q, "Q_selected": Q, "OT_x": qx, "OT_y": qy, "eta": eta,
+                   "eta_l": left, "eta_r": right, "branch": step.branch, "UCL_x": ucl_x, "UCL_y": ucl_y,
+                   "feasible": feasible, "rows": [], "accepted": False, "edited_rows": int(changed.sum()),
+                   "queries": self._queries}
+            records.append(rec)
+            stall = stall + 1 if feasible and t > 0 and records[-2]["improvement"] <= s.tol else 0
+            if t == s.max_iter or (feasible and stall >= s.patience):
+                rec["improvement"] = 0.0
+                break
+            scores = m.row_scores(eta)
+            rows = np.argsort(-scores, kind="stable")[:k]
+            g = m.guidance(rows, theta) if s.guidance else np.zeros((k, d))
+            Q0 = Q  # the no-op candidate, scored through the same batched path
+            evaluate = functools.partial(self._evaluate, obj, m, rows, eta, qx)
+            ctx = SearchContext(base=X[rows].copy(), base_y=y[rows].copy(), rows=rows, guidance=g,
+                                space=space, evaluate=evaluate, rescore=evaluate, trials=s.trials,
+                                recombine=s.recombine)
+            sel = strategy.search(ctx, rng)
+            accepted = sel.Q < Q0
+            rec.update(rows=rows.tolist(), accepted=bool(accepted), Q_selected=sel.Q if accepted else Q0,
+                       improvement=(Q0 - sel.Q) / max(abs(Q0), 1e-300) if accepted else 0.0,
+                       queries=self._queries)
+            if accepted:
+                history.append((t, rows, X[rows].copy(), y[rows].copy()))
+                X[rows] = sel.candidate
+                P[rows] = sel.candidate @ theta.T
+                y[rows] = sel.y
+                changed[rows] = True
+            logger.debug("iter %d Q=%.6g Qx=%.4g Qy=%.4g eta=%.3f UCLx=%.4g UCLy=%.4g feasible=%s "
+                         "accepted=%s", t, Q, qx, qy, eta, ucl_x, ucl_y, feasible, accepted)
+
+        log = pd.DataFrame.from_records(records).drop(columns=["improvement"], errors="ignore")
+        # pick the returned iterate: best feasible edited one under the final eta, else the last
+        scored = [(1.0 - eta) * rec["OT_x"] + eta * rec["OT_y"] for rec in records]
+        ok = [i for i, rec in enumerate(records) if rec["feasible"] and rec["edited_rows"] > 0]
+        best = min(ok, key=lambda i: (scored[i], i)) if ok else len(records) - 1
+        for t_edit, rows, old_x, old_y in reversed(history):
+            if t_edit < best:
+                break
+            X[rows], y[rows] = old_x, old_y
+        feasible = bool(records[best]["feasible"] and records[best]["edited_rows"] > 0)
+        if not feasible:
+            warnings.warn(f"DISCOVER found no certified feasible iterate in {len(records) - 1} iterations "
+                          f"(last UCL_x={records[-1]['UCL_x']:.4g} vs U_x={U_x:.4g}, UCL_y="
+                          f"{records[-1]['UCL_y']:.4g} vs U_y={U_y:.4g}); returning the last iterate "
+                          "with feasible=False", NotCertifiedWarning, stacklevel=2)
+        metrics = result_metrics(X, Xf, y, ystar, self.schema, s, records[best], U_x, U_y, eta)
+        metrics["feasible"] = feasible
+        metrics["iterations_run"] = len(records) - 1
+        wall = time.perf_counter() - t0
+        logger.info("DISCOVER done in %.2fs: feasible=%s OT_x=%.4g OT_y=%.4g queries=%d", wall, feasible,
+                    metrics["OT_x"], metrics["OT_y"], self._queries)
+        return DiscoverResult(
+            counterfactuals=X, counterfactuals_frame=self.schema.inverse_transform(X), factuals=Xf,
+            scores=y, factual_scores=yf, target_values=ystar, log=log, metrics=metrics, feasible=feasible,
+            target=tgt.to_dict(), queries=self._queries, wall_time=wall, iteration=best,
+            settings=s.to_dict(), method="discover")
+
+
+def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarray, schema: Schema,
+                   s: DiscoverSettings, rec: Mapping[str, Any], U_x: float, U_y: float,
+                   eta: float) -> dict[str, Any]:
+    """Reported metrics of the returned iterate (squared units throughout)."""
+    cost = ares_cost(X, Xf, schema)
+    edited = edited_rows(X, Xf)
+    return {
+        "OT_x": ot_x(X, Xf, n_projections=s.metric_projections, delta=s.metric_delta, seed=s.seed),
+        "OT_y": ot_y(y, ystar, delta=s.metric_delta),
+        "MMD2": mmd2(X, Xf, sigma=s.mmd_sigma),
+        "ares_cost": float(cost.mean()),
+        "ares_cost_edited": float(cost[edited].mean()) if edited.any() else 0.0,
+        "edited_rows": int(edited.sum()),
+        "objective_OT_x": float(rec["OT_x"]), "objective_OT_y": float(rec["OT_y"]),
+        "UCL_x": float(rec["UCL_x"]), "UCL_y": float(rec["UCL_y"]), "U_x": float(U_x), "U_y": float(U_y),
+        "eta": float(eta), "returned_iteration": int(rec["iteration"]),
+        "mean_score": float(y.mean()), "target_mean": float(ystar.mean()),
+        "units": "squared Wasserstein-2 (SW^2 / W^2) in the encoded space",
+    }
+
+
+def replace_settings(settings: DiscoverSettings, **changes: Any) -> DiscoverSettings:
+    """A copy of ``settings`` with some fields changed (validated)."""
+    return dataclasses.replace(settings, **changes)
+
+
+__all__ = ["Discover", "DiscoverResult", "NotCertifiedWarning", "encode_factuals", "favourable_scores",
+           "resolve_target"]

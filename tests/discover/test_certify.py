@@ -1,0 +1,111 @@
+"""DKW upper confidence limits and DCE's eta rule with interval narrowing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from recourselab.discover.certify import dkw_epsilon, eta_rule, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.ot import random_directions, sliced_wasserstein_sq, wasserstein_1d_sq
+
+
+def test_dkw_epsilon():
+    assert abs(dkw_epsilon(50, 0.05) - math.sqrt(math.log(40) / 100)) < 1e-15
+    assert dkw_epsilon(5000, 0.05) < dkw_epsilon(50, 0.05)
+
+
+@pytest.mark.parametrize("delta", [0.0, 0.01, 0.1, 0.3])
+@pytest.mark.parametrize("n", [2, 13, 50, 400])
+def test_ucl_is_at_least_the_empirical_trimmed_distance(n, delta):
+    rng = np.random.default_rng(n)
+    for _ in range(5):
+        a = np.sort(rng.normal(size=n))
+        b = np.sort(rng.exponential(size=n) + rng.normal())
+        ucl = ucl_w2(a, b, delta, 0.05)
+        assert ucl >= wasserstein_1d_sq(a, b, delta, presorted=True) - 1e-12
+        assert ucl >= 0
+
+
+def test_ucl_of_identical_samples_is_the_band_floor_and_shrinks_with_n():
+    rng = np.random.default_rng(0)
+    big = np.sort(rng.normal(size=4000))
+    small = np.sort(rng.normal(size=40))
+    assert ucl_w2(small, small, 0.05, 0.05) > ucl_w2(big, big, 0.05, 0.05) > 0
+
+
+def test_ucl_exact_integral_matches_fine_quadrature():
+    rng = np.random.default_rng(1)
+    n, delta, alpha = 23, 0.1, 0.1
+    a, b = np.sort(rng.normal(size=n)), np.sort(rng.normal(0.3, 1.2, size=n))
+    eps = dkw_epsilon(n, alpha)
+    u = delta + (np.arange(1_000_000) + 0.5) / 1_000_000 * (1 - 2 * delta)
+
+    def q(s, p):
+        return s[np.clip(np.ceil(p * n).astype(int) - 1, 0, n - 1)]
+
+    hi, lo = np.minimum(u + eps, 1), np.maximum(u - eps, 0)
+    D = np.maximum(q(a, hi) - q(b, lo), q(b, hi) - q(a, lo))
+    assert abs(ucl_w2(a, b, delta, alpha) - np.mean(D ** 2)) < 1e-4
+
+
+def test_sliced_ucl_averages_bonferroni_directions_and_bounds_sw2():
+    rng = np.random.default_rng(2)
+    X, Y = rng.normal(size=(40, 3)), rng.normal(0.2, 1.0, size=(40, 3))
+    theta = random_directions(3, 7, rng)
+    PX, PY = np.sort((X @ theta.T).T, axis=1), np.sort((Y @ theta.T).T, axis=1)
+    per_dir = [ucl_w2(PX[k], PY[k], 0.05, 0.05 / 7) for k in range(7)]
+    assert abs(ucl_sw2(PX, PY, 0.05, 0.05) - np.mean(per_dir)) < 1e-12
+    assert ucl_sw2(PX, PY, 0.05, 0.05) >= sliced_wasserstein_sq(X, Y, theta, 0.05)
+
+
+def test_eta_rule_x_violated_takes_l_and_narrows_right():
+    s = eta_rule(ucl_x=2.0, ucl_y=0.1, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.05)
+    assert s.branch == "x_violated" and s.eta == 0.2
+    assert s.left == 0.2 and abs(s.right - (1.0 - 0.05 * 0.8)) < 1e-15  # eta <= mid: r shrinks
+
+
+def test_eta_rule_y_violated_takes_r_and_narrows_left():
+    s = eta_rule(ucl_x=0.5, ucl_y=0.9, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.05)
+    assert s.branch == "y_violated" and s.eta == 1.0
+    assert abs(s.left - (0.2 + 0.05 * 0.8)) < 1e-15 and s.right == 1.0
+
+
+def test_eta_rule_both_violated_weighs_the_worse_side():
+    # a = -1, b = -3: p = b / (a + b) = 0.75
+    s = eta_rule(ucl_x=2.0, ucl_y=3.5, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.1)
+    assert s.branch == "both_violated"
+    assert abs(s.eta - (0.2 + 0.75 * 0.8)) < 1e-12
+    assert abs(s.left - 0.28) < 1e-12 and s.right == 1.0
+
+
+def test_eta_rule_both_hold_uses_a_share():
+    # a = 0.5, b = 1.5: p = a / (a + b) = 0.25 -> eta = 0.4 < mid 0.6: r narrows
+    s = eta_rule(ucl_x=0.5, ucl_y=0.5, U_x=1.0, U_y=2.0, left=0.2, right=1.0, kappa=0.1)
+    assert s.branch == "both_hold"
+    assert abs(s.eta - 0.4) < 1e-12
+    assert s.left == 0.2 and abs(s.right - 0.92) < 1e-12
+
+
+def test_eta_rule_guards_zero_gap_sum_and_infinite_ucl():
+    s = eta_rule(ucl_x=1.0, ucl_y=0.5, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.05)
+    assert s.branch == "both_hold" and abs(s.eta - 0.6) < 1e-12
+    s = eta_rule(ucl_x=math.inf, ucl_y=0.1, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.05)
+    assert s.branch == "x_violated" and s.eta == 0.2
+
+
+def test_interval_narrowing_keeps_eta_in_a_shrinking_interval():
+    lo, hi = 0.2, 1.0
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        s = eta_rule(rng.random() * 2, rng.random(), 1.0, 0.5, lo, hi, 0.05)
+        assert lo - 1e-15 <= s.eta <= hi + 1e-15
+        assert lo <= s.left <= s.right <= hi and (s.right - s.left) < (hi - lo)
+        lo, hi = s.left, s.right
+
+
+def test_is_feasible_is_strict():
+    assert is_feasible(0.9, 0.4, 1.0, 0.5)
+    assert not is_feasible(1.0, 0.4, 1.0, 0.5)
+    assert not is_feasible(0.9, 0.5, 1.0, 0.5)

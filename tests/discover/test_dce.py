@@ -1,0 +1,63 @@
+"""Gradient DCE baseline on a differentiable torch MLP (same objective, same eta rule)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recourselab.discover import DCE, TorchClassifier, fit_torch_mlp, make_target
+
+pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
+TARGET = make_target("beta", a=0.1, b=0.9, seed=0)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    from recourselab.orchestration import limit_threads
+
+    with limit_threads(1):  # tiny models: more threads only add contention
+        yield
+
+
+@pytest.fixture(scope="module")
+def mlp(toy) -> TorchClassifier:
+    from recourselab.orchestration import limit_threads
+
+    with limit_threads(1):
+        return fit_torch_mlp(toy.X, toy.frame["y"].to_numpy(), hidden=(16,), epochs=150, seed=0)
+
+
+def test_torch_classifier_probabilities(toy, mlp):
+    p = mlp.predict_proba(toy.X[:10])
+    assert p.shape == (10, 2) and np.allclose(p.sum(axis=1), 1.0)
+    acc = (mlp.predict_proba(toy.X).argmax(1) == toy.frame["y"].to_numpy()).mean()
+    assert acc > 0.6
+
+
+def test_dce_decreases_q_under_a_fixed_eta(toy, mlp):
+    res = DCE(mlp, schema=toy.schema, lr=0.05, max_iter=25, eta_l=0.7, eta_r=0.7, kappa=0.0,
+              metric_projections=200).explain(toy.factuals, TARGET)
+    q = res.log["Q"].to_numpy()
+    assert (res.log["eta"] == 0.7).all()
+    assert q[-1] < 0.9 * q[0]
+    assert res.log["OT_y"].iloc[-1] < res.log["OT_y"].iloc[0]
+    assert res.method == "dce"
+
+
+def test_dce_returns_valid_actionable_counterfactuals(toy, mlp):
+    res = DCE(mlp, schema=toy.schema, max_iter=10, metric_projections=200,
+              actionability={"age": "increasing"}).explain(toy.factuals, TARGET)
+    X, Xf = res.counterfactuals, res.factuals
+    imm = toy.schema.immutable_mask()
+    assert np.array_equal(X[:, imm], Xf[:, imm])
+    assert np.allclose(X, toy.schema.snap(X), rtol=0, atol=1e-9)  # snapped to valid points
+    age = toy.schema.slices()["age"].start
+    assert (X[:, age] >= Xf[:, age] - 1e-9).all()
+    assert np.allclose(res.scores, mlp.predict_proba(X)[:, 1])
+    m = res.metrics
+    assert res.feasible == (m["UCL_x"] < m["U_x"] and m["UCL_y"] < m["U_y"])
+
+
+def test_dce_rejects_non_differentiable_models(toy):
+    with pytest.raises(TypeError, match="differentiable"):
+        DCE(toy.model, schema=toy.schema)

@@ -1,0 +1,130 @@
+"""OT-guided cone sampling: cones, categorical units and levels, immutables, integers, actionability."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from recourselab.discover.proposals import ProposalSpace, embedding_dim, sample_cone
+from recourselab.discover.settings import DiscoverSettings
+from recourselab.errors import ConfigError, DataError
+
+
+@pytest.mark.parametrize("m", [2, 3, 7])
+def test_cone_samples_are_unit_vectors_inside_the_cone(m):
+    rng = np.random.default_rng(m)
+    axis = rng.normal(size=(500, m))
+    phi = math.pi / 5
+    u = sample_cone(axis, phi, rng)
+    assert np.allclose(np.linalg.norm(u, axis=1), 1.0)
+    cos = (u * axis).sum(axis=1) / np.linalg.norm(axis, axis=1)
+    assert (cos >= math.cos(phi) - 1e-9).all()
+
+
+def test_cone_is_filled_uniformly_not_snapped_to_the_boundary():
+    rng = np.random.default_rng(0)
+    phi = math.pi / 4
+    u = sample_cone(np.tile([0.0, 0.0, 1.0], (20000, 1)), phi, rng)
+    # uniform on the cap of S^2: cos(angle) is uniform on [cos(phi), 1]
+    res = stats.kstest(u[:, 2], stats.uniform(loc=math.cos(phi), scale=1 - math.cos(phi)).cdf)
+    assert res.pvalue > 1e-3
+
+
+def test_zero_axis_gives_isotropic_directions():
+    rng = np.random.default_rng(1)
+    u = sample_cone(np.zeros((20000, 3)), math.pi / 8, rng)
+    assert np.abs(u.mean(axis=0)).max() < 0.03
+
+
+def test_embedding_dim_rule():
+    assert [embedding_dim(v) for v in (2, 3, 4, 6, 10, 100)] == [2, 3, 3, 4, 5, 8]
+
+
+def _space(toy, **kw):
+    return ProposalSpace(toy.schema, toy.factuals, DiscoverSettings(**kw))
+
+
+def _propose(toy, space, M=200, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = np.arange(0, 40, 5)
+    g = rng.normal(size=(len(rows), toy.schema.n_encoded))
+    return rows, space.propose(toy.factuals[rows], rows, g, M, rng)
+
+
+def test_categorical_pairs_decode_to_allowed_levels_and_move_as_a_unit(toy):
+    space = _space(toy, h=3)
+    rows, cands = _propose(toy, space)
+    sl = toy.schema.slices()
+    for f in toy.schema.features:
+        if f.kind != "categorical":
+            continue
+        pair = cands[..., sl[f.name]].reshape(-1, 2)
+        L = len(f.levels)
+        phases = np.column_stack([np.cos(2 * np.pi * np.arange(L) / L), np.sin(2 * np.pi * np.arange(L) / L)])
+        dist = np.abs(pair[:, None, :] - phases[None]).max(axis=2).min(axis=1)
+        assert dist.max() < 1e-12  # exactly one level's (cos, sin)
+        moved = (cands[..., sl[f.name]] != toy.factuals[rows][..., sl[f.name]]).any(axis=-1)
+        if f.name == "job":
+            assert moved.any()  # the 4-level feature does get proposed
+        # one unit: a moved pair is another level's exact pair, never a half-moved point
+        new_level = np.argmin(np.abs(pair[:, None, :] - phases[None]).max(axis=2), axis=1)
+        old = np.broadcast_to(toy.factuals[rows][..., sl[f.name]], cands[..., sl[f.name]].shape)
+        old = old.reshape(-1, 2)
+        old_level = np.argmin(np.abs(old[:, None, :] - phases[None]).max(axis=2), axis=1)
+        assert np.array_equal(moved.reshape(-1), new_level != old_level)
+
+
+def test_immutables_never_change_and_h_bounds_the_edits(toy):
+    space = _space(toy, h=2)
+    rows, cands = _propose(toy, space)
+    imm = toy.schema.immutable_mask()
+    assert imm.any()
+    assert np.array_equal(cands[..., imm], np.broadcast_to(toy.factuals[rows][:, imm], cands[..., imm].shape))
+    edited = space.edited(cands, toy.factuals[rows])
+    assert edited.sum(axis=-1).max() <= 2
+    assert "sex" not in space.feature_names
+
+
+def test_integer_features_stay_integral_and_inside_bounds(toy):
+    space = _space(toy, step=1.0)
+    rows, cands = _propose(toy, space)
+    frame = toy.schema.inverse_transform(cands.reshape(-1, toy.schema.n_encoded))
+    sl = toy.schema.slices()
+    for f in toy.schema.features:
+        if f.kind == "numerical":
+            raw = cands[..., sl[f.name].start] * f.std + f.mean
+            lowest = min(f.lower, (toy.factuals[:, sl[f.name].start] * f.std + f.mean).min())
+            assert raw.min() >= lowest - 1e-9
+            if f.integer:
+                assert np.abs(raw - np.rint(raw)).max() < 1e-9
+    assert frame["age"].dtype.kind == "i"
+
+
+def test_actionability_rules_hold_by_construction(toy):
+    space = _space(toy, step=1.0, actionability={"age": "increasing", "debts": "decreasing", "owner": "fixed",
+                                                  "job": "increasing"})
+    rows, cands = _propose(toy, space, M=300)
+    sl = toy.schema.slices()
+    fac = toy.factuals[rows]
+    assert (cands[..., sl["age"].start] >= fac[:, sl["age"].start] - 1e-12).all()
+    assert (cands[..., sl["debts"].start] <= fac[:, sl["debts"].start] + 1e-12).all()
+    owner = cands[..., sl["owner"]]
+    assert np.array_equal(owner, np.broadcast_to(fac[:, sl["owner"]], owner.shape))
+    job = toy.schema.features[toy.schema.feature_names.index("job")]
+    dec = np.mod(np.rint(np.arctan2(cands[..., sl["job"].start + 1], cands[..., sl["job"].start])
+                         * len(job.levels) / (2 * np.pi)), len(job.levels))
+    dec0 = np.mod(np.rint(np.arctan2(fac[:, sl["job"].start + 1], fac[:, sl["job"].start])
+                          * len(job.levels) / (2 * np.pi)), len(job.levels))
+    assert (dec >= dec0).all()
+
+
+def test_bad_settings_and_unknown_features_are_rejected(toy):
+    with pytest.raises(ConfigError, match="unknown rule"):
+        DiscoverSettings(actionability={"age": "upwards"})
+    with pytest.raises(DataError, match="unknown features"):
+        _space(toy, actionability={"height": "fixed"})
+    with pytest.raises(DataError, match="no feature can be edited"):
+        _space(toy, actionability={n: "fixed" for n in toy.schema.feature_names})

@@ -1,0 +1,60 @@
+"""Target output distributions: kinds, seeding, serialisation, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from recourselab.discover.targets import TARGETS, Target, UnknownTargetError, make_target
+from recourselab.errors import DataError
+
+
+def test_constant_target():
+    assert np.array_equal(make_target("constant", value=1.0).values(5), np.ones(5))
+
+
+def test_beta_target_is_seeded_and_oriented_towards_favourable():
+    t = make_target("beta", a=0.1, b=0.9, seed=3)
+    v = t.values(2000)
+    assert np.array_equal(v, make_target("beta", a=0.1, b=0.9, seed=3).values(2000))
+    assert not np.array_equal(v, make_target("beta", a=0.1, b=0.9, seed=4).values(2000))
+    assert ((v >= 0) & (v <= 1)).all() and v.mean() > 0.8  # 1 - Beta(0.1, 0.9): mean 0.9
+    raw = make_target("beta", a=0.1, b=0.9, seed=3, oriented=False).values(2000)
+    assert np.allclose(raw, 1 - v) and raw.mean() < 0.2
+
+
+def test_shift_target_uses_factual_scores():
+    scores = np.array([0.1, 0.5, 0.9])
+    assert np.allclose(make_target("shift", delta=0.3).values(3, scores), [0.4, 0.8, 1.0])
+    with pytest.raises(DataError, match="factual scores"):
+        make_target("shift").values(3)
+
+
+def test_explicit_values_fix_n():
+    t = make_target("values", values=[0.2, 0.9, 1.0])
+    assert t.n == 3 and np.allclose(t.values(3), [0.2, 0.9, 1.0])
+    with pytest.raises(DataError, match="same size"):
+        t.values(4)
+
+
+def test_round_trip_through_json():
+    for t in (make_target("beta", a=0.5, b=2.0, seed=7), make_target("constant", value=0.9),
+              make_target("values", values=[0.1, 0.2])):
+        d = json.loads(json.dumps(t.to_dict()))
+        back = Target.from_dict(d)
+        assert back.to_dict() == t.to_dict()
+        n = t.n or 4
+        assert np.array_equal(back.values(n, np.full(n, 0.5)), t.values(n, np.full(n, 0.5)))
+
+
+def test_unknown_kind_and_parameters_list_the_valid_ones():
+    with pytest.raises(UnknownTargetError) as err:
+        make_target("gaussian")
+    for name in TARGETS:
+        assert name in str(err.value)
+    with pytest.raises(DataError, match="valid: a, b, oriented"):
+        make_target("beta", mean=0.5)
+    with pytest.raises(DataError, match=r"\[0, 1\]"):
+        make_target("constant", value=2.0, n=3)
