@@ -28,7 +28,7 @@ def bench_dataset(name: str, params) -> dict:  # noqa: ANN001
     prepared = load_prepared(f"data/prepared/{name}/seed=0")
     X, y = prepared.arrays("train")
     Xte, yte = prepared.arrays("test")
-    box = load_ensemble(f"data/ensemble/{name}/seed=0", schema=prepared.schema,
+    box = load_ensemble(f"data/ensemble/{name}/seed=0", params.tune_ensemble.members, schema=prepared.schema,
                         budgets={"distill": params.distill.budget})
     settings = flow_settings(params.train_flow.model_dump(mode="json"), 0)
     flow = DensityFlow(schema=prepared.schema, **settings)

@@ -9,7 +9,9 @@ with the headline metrics in ``data/metrics/<dataset>/densityflow.json``).
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from recourselab.densityflow import DensityFlow
 from recourselab.io import read_json, write_json, write_parquet
 from recourselab.metrics import query_set, summarize_seeds, validity_metrics
 from recourselab.models import load_ensemble
+from recourselab.models.ensemble import MANIFEST
 from recourselab.orchestration import (
     SeedResult,
     code_fingerprint,
@@ -52,14 +55,15 @@ def _flip(y: np.ndarray, n_classes: int) -> np.ndarray:
     return (y + 1) % n_classes
 
 
-def _ensemble(ensemble_dir: str, schema: Any, **kw: Any) -> Any:
-    return load_ensemble(ensemble_dir, schema=schema, **kw)
+def _ensemble(ensemble_dir: str, schema: Any, members: list[str], **kw: Any) -> Any:
+    """The BlackBox over ``tune_ensemble.members`` (the manifest may also list DISCOVER-only models)."""
+    return load_ensemble(ensemble_dir, members, schema=schema, **kw)
 
 
 @task(name="train_flow", task_run_name="train_flow-{dataset}-seed={seed}",
       cache_policy=TASK_SOURCE + INPUTS - "prepared_dir" - "ensemble_dir")
 def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
-               prepared_dir: str, ensemble_dir: str, device: str, n_threads: int) -> dict[str, Any]:
+               prepared_dir: str, ensemble_dir: str, device: str, n_threads: int, members: list[str]) -> dict[str, Any]:
     """Train DensityFlow (grid over ``lambda_grid`` selected by ensemble validity on val)."""
     prepared = load_prepared(prepared_dir)
     X, y = prepared.arrays("train")
@@ -68,7 +72,7 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     selection: list[dict[str, Any]] = []
     best, best_score = None, -1.0
     with limit_threads(n_threads):
-        box = _ensemble(ensemble_dir, prepared.schema) if len(combos) > 1 else None
+        box = _ensemble(ensemble_dir, prepared.schema, members) if len(combos) > 1 else None
         Xv, yv = prepared.arrays("val")
         for combo in combos:
             model = DensityFlow(schema=prepared.schema, device=device, **flow_settings(section, seed, **combo))
@@ -94,7 +98,8 @@ def _model_writers(model: DensityFlow) -> dict[str, Any]:
 @task(name="distill", task_run_name="distill-{dataset}-seed={seed}",
       cache_policy=TASK_SOURCE + INPUTS - "flow_dir" - "prepared_dir" - "ensemble_dir")
 def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
-            flow_dir: str, prepared_dir: str, ensemble_dir: str, device: str, n_threads: int) -> dict[str, Any]:
+            flow_dir: str, prepared_dir: str, ensemble_dir: str, device: str, n_threads: int,
+            members: list[str]) -> dict[str, Any]:
     """Distill the trained surrogate towards the ensemble under the query budget."""
     prepared = load_prepared(prepared_dir)
     X, y = prepared.arrays("train")
@@ -103,7 +108,7 @@ def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, 
         model.with_settings(distill_epochs=section["epochs"], distill_inner=section["inner"],
                             distill_points=section["points"], distill_lr_phi=section["lr_phi"],
                             distill_lr_g=section["lr_g"])
-        box = _ensemble(ensemble_dir, prepared.schema, budgets={"distill": section["budget"]})
+        box = _ensemble(ensemble_dir, prepared.schema, members, budgets={"distill": section["budget"]})
         used = model.distill(box, X, y, budget=section["budget"])
     report = {"queries_used": used, "budget": section["budget"], "oracle_count": box.used("distill")}
     return stage_artifacts(Path(staging_root) / "distill" / dataset / f"seed={seed}",
@@ -113,7 +118,8 @@ def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, 
 @task(name="generate", task_run_name="generate-{dataset}-seed={seed}",
       cache_policy=TASK_SOURCE + INPUTS - "flow_dir" - "prepared_dir" - "ensemble_dir")
 def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
-             flow_dir: str, prepared_dir: str, ensemble_dir: str, device: str, n_threads: int) -> dict[str, Any]:
+             flow_dir: str, prepared_dir: str, ensemble_dir: str, device: str, n_threads: int,
+             members: list[str]) -> dict[str, Any]:
     """Counterfactuals for the evaluation query set and their robustness metrics."""
     prepared = load_prepared(prepared_dir)
     schema = prepared.schema
@@ -122,7 +128,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     with limit_threads(n_threads):
         model = DensityFlow.load(flow_dir, schema=schema, device=device)
         model.with_settings(n_starts=section["n_starts"], jitter=section["jitter"])
-        box = _ensemble(ensemble_dir, schema)
+        box = _ensemble(ensemble_dir, schema, members)
         q = query_set(box.query(Xte, budget="evaluation"), yte, section["max_queries"])
         res = model.generate(Xte[q], target=_flip(yte[q], schema.n_classes))
         out = box.query(res.counterfactuals, budget="evaluation")
@@ -146,17 +152,25 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         "metrics.json": lambda p: write_json(p, metrics)})
 
 
+def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:
+    """sha256 of the manifest entries of ``members`` (models tuned only for DISCOVER do not count)."""
+    entries = read_json(Path(ensemble_dir) / MANIFEST)["members"]
+    return hashlib.sha256(json.dumps({m: entries.get(m) for m in members}, sort_keys=True).encode()).hexdigest()
+
+
 def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any], cache_root: Path,
            upstream_dirs: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     code = code_fingerprint(*CODE)
     n_threads = threads_per_task(params.orchestration.max_workers)
+    members = list(params.tune_ensemble.members)
     calls, keys = [], []
     for slot, seed in enumerate(params.seeds):
         dirs = {k: str(Path(v) / dataset / f"seed={seed}") for k, v in roots.items()}
-        upstream = "+".join(dir_fingerprint(dirs[k]) for k in upstream_dirs)
+        upstream = "+".join(_members_fingerprint(dirs[k], members) if k == "ensemble" else dir_fingerprint(dirs[k])
+                            for k in upstream_dirs)
         calls.append(dict(dataset=dataset, seed=seed, section=section, upstream=upstream, code=code,
                           staging_root=str(Path(cache_root) / "artifacts"), device=pick_device(slot),
-                          n_threads=n_threads, **{f"{k}_dir": dirs[k] for k in roots}))
+                          n_threads=n_threads, members=members, **{f"{k}_dir": dirs[k] for k in roots}))
         keys.append(f"{dataset}/seed={seed}")
     return calls, keys
 

@@ -1,4 +1,9 @@
-"""Prefect flow of the ``tune_ensemble`` stage: one cached task per (dataset, seed, model)."""
+"""Prefect flow of the ``tune_ensemble`` stage: one cached task per (dataset, seed, model).
+
+The models tuned are ``tune_ensemble.members`` (DensityFlow's ensemble) followed by every model
+of ``discover.models`` that is not a member; the manifest lists all of them and records the
+ensemble under its ``ensemble`` key.
+"""
 
 from __future__ import annotations
 
@@ -50,6 +55,12 @@ def tune_ensemble(*, dataset: str, seed: int, model: str, spec: dict[str, Any], 
     return stage_artifacts(Path(staging_root) / STEP / dataset / f"seed={seed}" / model, writers)
 
 
+def tuned_models(params: Params) -> list[str]:
+    """``tune_ensemble.members`` then the models of ``discover.models`` that are not members."""
+    members = list(params.tune_ensemble.members)
+    return members + [m for m in params.discover.models if m not in members]
+
+
 def summarize(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, Any]:
     """Mean and std over seeds of every member's metrics."""
     members = next(iter(per_seed.values()))
@@ -66,7 +77,7 @@ def summarize(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, Any
 @flow(name=STEP, validate_parameters=False)
 def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_root: Path,
                        metrics_root: Path, cache_root: Path) -> list[SeedResult]:
-    """Tune every member for every seed; write models, manifests and metrics.
+    """Tune every model of :func:`tuned_models` for every seed; write models, manifests and metrics.
 
     Writes ``out_root/<dataset>/seed=<s>/{<model>.<ext>, <model>.json, manifest.json,
     metrics.json}`` and the over-seeds summary ``metrics_root/<dataset>/tune_ensemble.json``.
@@ -79,7 +90,7 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
         prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"
         load_prepared(prepared_dir)  # fail early, before any task runs, if prepare is missing
         upstream = dir_fingerprint(prepared_dir)
-        for model in params.tune_ensemble.members:
+        for model in tuned_models(params):
             spec = getattr(params.models, model).model_dump(mode="json")
             calls.append(dict(dataset=dataset, seed=seed, model=model, spec=spec, section=section,
                               upstream=upstream, code=code, staging_root=str(Path(cache_root) / "artifacts"),
@@ -101,7 +112,7 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
             members[model] = member_entry(model, report["best_params"], report["n_classes"],
                                           r.files[model_filename(model)])
             metrics[model] = report["metrics"]
-        write_manifest(seed_dir, members, dataset=dataset, seed=seed)
+        write_manifest(seed_dir, members, dataset=dataset, seed=seed, ensemble=list(params.tune_ensemble.members))
         write_json(seed_dir / "metrics.json", metrics)
         per_seed[seed] = metrics
     write_json(Path(metrics_root) / dataset / f"{STEP}.json", summarize(per_seed))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -197,6 +198,115 @@ class GenerateParams(StrictModel):
     max_queries: int = Field(default=400, ge=1, description="cap of the evaluation query set")
 
 
+DISCOVER_MODELS = ["svm", "mlp", "rf", "xgboost", "lightgbm"]
+
+
+class DiscoverSolverParams(StrictModel):
+    """DISCOVER solver settings: mirrors :class:`recourselab.discover.DiscoverSettings` (same names,
+    same defaults) except ``seed`` (the run seed) and ``budget`` (always ``"discover"``).
+
+    Every distance, UCL and threshold is a squared Wasserstein-2 quantity in the encoded space.
+    """
+
+    n_projections: int = Field(default=10, ge=1, description="N, random directions of the sliced objective")
+    top_k: int = Field(default=3, ge=1, description="k, rows editable per outer iteration (top-k by q_i)")
+    h: int = Field(default=3, ge=1, description="features edited per selected row and candidate")
+    trials: int = Field(default=10, ge=1, description="M, candidates per outer iteration")
+    max_iter: int = Field(default=20, ge=0, description="T, outer iterations")
+    strategy: Literal["monte_carlo", "genetic"] = "monte_carlo"
+    recombine: bool = Field(default=True, description="also score the row-wise recombination of candidates")
+    delta: float = Field(default=0.01, ge=0, lt=0.5, description="trimming of the objective and of the UCLs")
+    alpha: float = Field(default=0.05, gt=0, lt=1, description="confidence level of the certificate")
+    U_x: float | None = Field(default=None, gt=0, description="threshold on UCL_x; null: calibrated")
+    U_y: float | None = Field(default=None, gt=0, description="threshold on UCL_y; null: calibrated")
+    U_x_margin: float = Field(default=0.25, ge=0, description="relative input budget when U_x is null")
+    U_y_margin: float = Field(default=0.15, ge=0, description="absolute output budget when U_y is null")
+    eta_l: float = Field(default=0.2, ge=0, le=1, description="initial interval [l, r] of eta")
+    eta_r: float = Field(default=1.0, ge=0, le=1)
+    kappa: float = Field(default=0.05, ge=0, lt=1, description="interval-narrowing factor")
+    patience: int = Field(default=5, ge=1, description="stop after this many feasible stalled iterations")
+    tol: float = Field(default=1e-6, ge=0, description="relative improvement counted as a stall")
+    cone_angle: float = Field(default=math.pi / 4, gt=0, le=math.pi, description="half-angle phi (radians)")
+    step: float = Field(default=0.5, gt=0, description="lambda_max, numerical step in feature ranges")
+    categorical_step: float = Field(default=1.2, ge=0, description="max step in a categorical embedding")
+    temperature: float = Field(default=2.0, gt=0, description="tau of the categorical decoding")
+    embedding_dim: int | None = Field(default=None, ge=1, description="r of the categorical embeddings")
+    guidance: bool = Field(default=True, description="OT guidance field (false: isotropic proposals)")
+    edit_numerical: bool = True
+    edit_categorical: bool = True
+    actionability: dict[str, Literal["increasing", "decreasing", "fixed"]] = Field(
+        default_factory=dict, description="feature -> increasing / decreasing / fixed")
+    generations: int = Field(default=3, ge=1, description="genetic: generations per outer iteration")
+    crossover_prob: float = Field(default=0.8, ge=0, le=1)
+    gene_swap_prob: float = Field(default=0.5, ge=0, le=1)
+    mutation_prob: float = Field(default=0.5, ge=0, le=1)
+    elite: int = Field(default=2, ge=0)
+    metric_projections: int = Field(default=5000, ge=1, description="directions of the reported OT(x)")
+    metric_delta: float = Field(default=0.1, ge=0, lt=0.5, description="trimming of the reported OT(x), OT(y)")
+    mmd_sigma: float = Field(default=1.0, gt=0, description="Gaussian kernel bandwidth of the reported MMD^2")
+    max_elements: int = Field(default=4_000_000, ge=1, description="floats of the reused sort buffer")
+
+    @model_validator(mode="after")
+    def _settings_valid(self) -> DiscoverSolverParams:
+        from recourselab.discover.settings import DiscoverSettings
+
+        if self.eta_l > self.eta_r:
+            raise ValueError(f"eta_l ({self.eta_l}) must not exceed eta_r ({self.eta_r})")
+        try:
+            DiscoverSettings.from_kwargs(**self.model_dump())
+        except ConfigError as err:
+            raise ValueError(str(err)) from None
+        return self
+
+
+class DiscoverTargetParams(StrictModel):
+    """Target output distribution y* (seeded with the run seed); only the kind's parameters are used.
+
+    Default: the paper's protocol, 1 - Beta(0.1, 0.9) (mass near the favourable side).
+    """
+
+    kind: Literal["constant", "beta", "shift"] = "beta"
+    a: float = Field(default=0.1, gt=0, description="beta: first shape parameter")
+    b: float = Field(default=0.9, gt=0, description="beta: second shape parameter")
+    oriented: bool = Field(default=True, description="beta: reflect the draws towards the favourable side")
+    value: float = Field(default=1.0, ge=0, le=1, description="constant: every target output")
+    delta: float = Field(default=0.3, ge=-1, le=1, description="shift: added to the factual scores, clipped")
+
+    def target_params(self) -> dict[str, Any]:
+        """Keyword parameters of ``make_target`` for this kind."""
+        keys = {"constant": ("value",), "beta": ("a", "b", "oriented"), "shift": ("delta",)}[self.kind]
+        return {k: getattr(self, k) for k in keys}
+
+
+class DiscoverParams(StrictModel):
+    """Settings of the ``discover`` stage (distributional counterfactuals, one run per model and seed).
+
+    Protocol (the paper's, as in ``bench/discover.py``): ``n_factuals`` rows of ``split`` sampled
+    with the run seed among those the model predicts unfavourable (``factuals: unfavourable``),
+    target ``1 - Beta(0.1, 0.9)``.
+    """
+
+    models: list[str] = Field(default_factory=lambda: list(DISCOVER_MODELS),
+                              description="model kinds explained (each tuned by tune_ensemble)")
+    n_factuals: int = Field(default=50, ge=2, description="size n of the factual sample")
+    split: Literal["train", "val", "test"] = Field(default="test", description="split the factuals come from")
+    factuals: Literal["unfavourable", "all"] = Field(
+        default="unfavourable", description="pool: rows the model predicts unfavourable (b < 0.5), or all rows")
+    target: DiscoverTargetParams = Field(default_factory=DiscoverTargetParams)
+    solver: DiscoverSolverParams = Field(default_factory=DiscoverSolverParams)
+
+    @field_validator("models")
+    @classmethod
+    def _models_known(cls, v: list[str]) -> list[str]:
+        valid = list(ModelsParams.model_fields)
+        for name in v:
+            if name not in valid:
+                raise ValueError(f"unknown model {name!r}{_suggest(name, valid)}; valid: {', '.join(valid)}")
+        if not v or len(set(v)) != len(v):
+            raise ValueError(f"models must be a non-empty list of distinct models, got {v}")
+        return v
+
+
 class OrchestrationParams(StrictModel):
     """Prefect settings shared by every multi-seed stage."""
 
@@ -224,6 +334,7 @@ class Params(StrictModel):
     train_flow: TrainFlowParams = Field(default_factory=TrainFlowParams)
     distill: DistillParams = Field(default_factory=DistillParams)
     generate: GenerateParams = Field(default_factory=GenerateParams)
+    discover: DiscoverParams = Field(default_factory=DiscoverParams)
     orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
 
     @field_validator("seeds")

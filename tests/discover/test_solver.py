@@ -189,3 +189,13 @@ def test_log_and_counterfactuals_round_trip_through_parquet(toy, tmp_path):
     assert back["rows"].map(list).tolist() == res.log["rows"].tolist()
     res.counterfactuals_frame.to_parquet(tmp_path / "cf.parquet", index=False)
     assert np.allclose(toy.schema.transform(pd.read_parquet(tmp_path / "cf.parquet")), res.counterfactuals)
+
+
+def test_row_scores_decompose_q_and_drive_the_editable_set(toy):
+    res = _run(toy, eta_l=0.6, eta_r=0.6, kappa=0.0)
+    q = res.row_scores
+    assert q.shape == (len(res.log), len(toy.factuals)) and (q >= 0).all()
+    assert np.allclose(q.sum(axis=1), res.log["Q"].to_numpy(), rtol=1e-10, atol=1e-15)  # Prop. 3.1
+    for t, rows in enumerate(res.log["rows"]):
+        if len(rows):  # the top-k rows by q_i of that iteration
+            assert sorted(rows) == sorted(np.argsort(-q[t], kind="stable")[:3].tolist())

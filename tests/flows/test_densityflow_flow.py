@@ -15,6 +15,8 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     params = params_factory(
         datasets=["moons"], seeds=[0], prepare={"n_synthetic": 400},
         tune_ensemble={"members": ["knn", "xgboost"], "cv_folds": 2},
+        models={"lightgbm": {"grid": {}, "fixed": {"n_estimators": 30, "num_leaves": 7}}},
+        discover={"models": ["lightgbm"]},  # in the manifest, not in DensityFlow's ensemble
         train_flow={"epochs": 4, "hidden": 32, "lambda_grid": {"lambda_cost": [0.2, 0.6]}},
         distill={"budget": 30, "epochs": 3, "inner": 2, "points": 8},
         generate={"n_starts": 4, "max_queries": 25},
@@ -49,6 +51,7 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     table = pd.read_parquet(out)
     assert len(table) == 25 and {"row_id", "target", "cost_l2", "label__knn", "cf_original__x0"} <= set(table)
     assert read_provenance(out)["method"] == "densityflow"
+    assert "label__lightgbm" not in table
     summary = read_json(root["metrics"] / "moons" / "densityflow.json")
     seed0 = summary["per_seed"]["0"]
     assert seed0["queries_used"] == 30 and seed0["n_queries"] == 25

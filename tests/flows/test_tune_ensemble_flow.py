@@ -15,6 +15,8 @@ def test_tune_flow_writes_models_and_is_cached(tmp_path, params_factory, monkeyp
     params = params_factory(
         datasets=["moons"], seeds=[0, 1], prepare={"n_synthetic": 300},
         tune_ensemble={"members": ["knn", "xgboost"], "cv_folds": 2},
+        models={"lightgbm": {"grid": {}, "fixed": {"n_estimators": 30, "num_leaves": 7}}},
+        discover={"models": ["xgboost", "lightgbm"]},  # lightgbm is tuned for DISCOVER only
         orchestration={"task_runner": "thread", "max_workers": 2},
     )
     cache = tmp_path / "cache"
@@ -25,12 +27,13 @@ def test_tune_flow_writes_models_and_is_cached(tmp_path, params_factory, monkeyp
 
     args = ("moons", params, tmp_path / "prepared", tmp_path / "ensemble", tmp_path / "metrics", cache)
     first = tune_module.run_tune_ensemble(*args)
-    assert sorted(calls) == ["knn", "knn", "xgboost", "xgboost"]
+    assert sorted(calls) == ["knn", "knn", "lightgbm", "lightgbm", "xgboost", "xgboost"]
     assert not any(r.cached for r in first)
 
     seed_dir = tmp_path / "ensemble" / "moons" / "seed=1"
     manifest = read_json(seed_dir / "manifest.json")
-    assert list(manifest["members"]) == ["knn", "xgboost"] and manifest["seed"] == 1
+    assert sorted(manifest["members"]) == ["knn", "lightgbm", "xgboost"] and manifest["seed"] == 1
+    assert manifest["ensemble"] == ["knn", "xgboost"]
     metrics = read_json(seed_dir / "metrics.json")
     assert metrics["xgboost"]["test_accuracy"] >= 0.95
     summary = read_json(tmp_path / "metrics" / "moons" / "tune_ensemble.json")
@@ -45,5 +48,5 @@ def test_tune_flow_writes_models_and_is_cached(tmp_path, params_factory, monkeyp
     assert (box.predict(X) == y).mean() >= 0.95
 
     second = tune_module.run_tune_ensemble(*args)
-    assert len(calls) == 4, "a cache hit ran the task body"
+    assert len(calls) == 6, "a cache hit ran the task body"
     assert all(r.cached for r in second)

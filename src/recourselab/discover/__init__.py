@@ -25,6 +25,7 @@ from recourselab.discover.ot import (
     wasserstein_1d_sq,
 )
 from recourselab.discover.proposals import ProposalSpace, sample_cone
+from recourselab.discover.sampling import sample_factuals
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.solver import Discover, DiscoverResult, NotCertifiedWarning
 from recourselab.discover.strategies import STRATEGIES, UnknownStrategyError, get_strategy
@@ -35,5 +36,5 @@ __all__ = [
     "NotCertifiedWarning", "ProposalSpace", "Target", "TorchClassifier", "UnknownStrategyError",
     "UnknownTargetError", "ares_cost", "dkw_epsilon", "eta_rule", "fit_torch_mlp", "get_strategy",
     "is_feasible", "make_target", "match", "mmd2", "ot_x", "ot_y", "random_directions", "sample_cone",
-    "sliced_wasserstein_sq", "trim_weights", "ucl_sw2", "ucl_w2", "wasserstein_1d_sq",
+    "sample_factuals", "sliced_wasserstein_sq", "trim_weights", "ucl_sw2", "ucl_w2", "wasserstein_1d_sq",
 ]

@@ -70,6 +70,8 @@ class DiscoverResult:
         eta_l, eta_r (the narrowed interval), branch, UCL_x, UCL_y, feasible, rows (the top-k
         indices), accepted, edited_rows,
         queries (cumulative model rows).
+    row_scores : q_i of every row at every logged iteration (Prop. 3.1, under that iteration's
+        plans and eta; row t sums to ``log["Q"][t]``), shape (len(log), n); None for DCE.
     metrics : reported metrics of the returned X: OT_x (5000 directions, delta 0.1), OT_y,
         MMD2, ares_cost, UCL_x, UCL_y, U_x, U_y, ... (squared units).
     feasible : True only if the returned X is certified (UCL_x < U_x and UCL_y < U_y).
@@ -96,6 +98,7 @@ class DiscoverResult:
     iteration: int
     settings: dict[str, Any] = field(default_factory=dict)
     method: str = "discover"
+    row_scores: np.ndarray | None = None
 
     def metadata(self) -> dict[str, Any]:
         """JSON-safe summary (metrics, feasibility, target, queries, time, settings)."""
@@ -336,6 +339,7 @@ class Discover:
         left, right = s.eta_l, s.eta_r
         history: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         records: list[dict[str, Any]] = []
+        q_rows: list[np.ndarray] = []
         stall = 0
         eta = left
         m = None
@@ -354,11 +358,12 @@ class Discover:
                    "feasible": feasible, "rows": [], "accepted": False, "edited_rows": int(changed.sum()),
                    "queries": self._queries}
             records.append(rec)
+            q_rows.append(m.row_scores(eta))
             stall = stall + 1 if feasible and t > 0 and records[-2]["improvement"] <= s.tol else 0
             if t == s.max_iter or (feasible and stall >= s.patience):
                 rec["improvement"] = 0.0
                 break
-            scores = m.row_scores(eta)
+            scores = q_rows[-1]
             rows = np.argsort(-scores, kind="stable")[:k]
             g = m.guidance(rows, theta) if s.guidance else np.zeros((k, d))
             Q0 = Q  # the no-op candidate, scored through the same batched path
@@ -405,7 +410,7 @@ class Discover:
             counterfactuals=X, counterfactuals_frame=self.schema.inverse_transform(X), factuals=Xf,
             scores=y, factual_scores=yf, target_values=ystar, log=log, metrics=metrics, feasible=feasible,
             target=tgt.to_dict(), queries=self._queries, wall_time=wall, iteration=best,
-            settings=s.to_dict(), method="discover")
+            settings=s.to_dict(), method="discover", row_scores=np.stack(q_rows))
 
 
 def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarray, schema: Schema,

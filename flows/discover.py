@@ -1,0 +1,185 @@
+"""Prefect flow of the ``discover`` stage: one cached task per (dataset, model, seed).
+
+Each task loads the prepared split and the tuned model (``data/ensemble/<dataset>/seed=<s>/``,
+through a query-counting BlackBox over that model alone), samples the factual group, runs
+DISCOVER and stages ``counterfactuals.parquet``, ``log.parquet``, ``metrics.json`` and the
+figures; the flow publishes them to ``<out_root>/<dataset>/<model>/seed=<s>/`` and aggregates
+``<metrics_root>/<dataset>/discover.json`` (per model: per seed and mean/std over seeds, plus
+the mean over models of the headline metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from prefect import flow, task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from recourselab import __version__
+from recourselab.config import DiscoverTargetParams, Params, section_hash
+from recourselab.data import ROW_ID, load_prepared
+from recourselab.discover import Discover, DiscoverSettings, make_target, sample_factuals
+from recourselab.errors import ConfigError, DataError
+from recourselab.io import read_json, write_json, write_parquet
+from recourselab.metrics import summarize_seeds
+from recourselab.models import load_ensemble
+from recourselab.models.ensemble import MANIFEST
+from recourselab.orchestration import (
+    SeedResult,
+    code_fingerprint,
+    dir_fingerprint,
+    limit_threads,
+    run_tasks,
+    stage_artifacts,
+    task_runner,
+    threads_per_task,
+)
+from recourselab.report.discover_plots import discover_figures
+
+STEP = "discover"
+CODE = ("recourselab.discover", "recourselab.data", "recourselab.models", "recourselab.report.discover_plots")
+#: Metrics averaged over the models in ``discover.json`` (the paper reports means over models).
+HEADLINE = ("OT_x", "OT_y", "MMD2", "ares_cost", "feasible_rate", "edited_rows", "queries", "wall_time_s")
+
+log = logging.getLogger(__name__)
+
+
+def counterfactual_table(result: Any, schema: Any, row_id: Any) -> pd.DataFrame:
+    """One row per factual: row id, scores, target draw, edit flag, encoded and original-unit columns."""
+    table = pd.DataFrame({"row_id": row_id, "factual_score": result.factual_scores, "score": result.scores,
+                          "target": result.target_values})
+    table["edited"] = ~(result.counterfactuals == result.factuals).all(axis=1)
+    table[[f"cf__{c}" for c in schema.encoded_columns]] = result.counterfactuals
+    factual_original = schema.inverse_transform(result.factuals)
+    return pd.concat([table, result.counterfactuals_frame.add_prefix("cf_original__"),
+                      factual_original.add_prefix("factual_original__")], axis=1)
+
+
+@task(name=STEP, task_run_name="discover-{dataset}-{model}-seed={seed}",
+      cache_policy=TASK_SOURCE + INPUTS - "prepared_dir" - "ensemble_dir")
+def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], upstream: str, code: str,
+             staging_root: str, prepared_dir: str, ensemble_dir: str, n_threads: int) -> dict[str, Any]:
+    """Run DISCOVER on one model and seed; stage its tables, metrics and figures."""
+    prepared = load_prepared(prepared_dir)
+    schema = prepared.schema
+    X, _ = prepared.arrays(section["split"])
+    row_ids = prepared.tables[section["split"]][ROW_ID].to_numpy()
+    target_params = DiscoverTargetParams(**section["target"])
+    target = make_target(target_params.kind, seed=seed, **target_params.target_params())
+    settings = DiscoverSettings.from_kwargs(**section["solver"], seed=seed)
+    with limit_threads(n_threads):
+        box = load_ensemble(ensemble_dir, [model], schema=schema)
+        scores = box.predict_proba(X, budget="selection")[:, schema.favourable_index]
+        idx = sample_factuals(scores, section["n_factuals"], seed=seed, pool=section["factuals"])
+        result = Discover.from_settings(box, schema=schema, settings=settings).explain(X[idx], target)
+    if not result.feasible:
+        log.warning("%s/%s/seed=%d: no certified feasible iterate (feasible=False in the outputs)", dataset, model,
+                    seed)
+    pool = int((scores < 0.5).sum()) if section["factuals"] == "unfavourable" else len(scores)
+    metrics = {**{k: v for k, v in result.metrics.items() if k != "units"}, "feasible": result.feasible,
+               "feasible_rate": float(result.feasible), "queries": int(box.used(settings.budget)),
+               "selection_queries": int(box.used("selection")), "wall_time_s": result.wall_time,
+               "n_factuals": len(idx), "n_pool": pool, "mean_factual_score": float(result.factual_scores.mean()),
+               "units": result.metrics.get("units", "")}
+    provenance = {"dataset": dataset, "seed": seed, "model": model, "method": result.method, "split": section["split"],
+                  "target": result.target, "feasible": result.feasible, "params_hash": section_hash(section),
+                  "code_version": __version__, "code_hash": code}
+    table = counterfactual_table(result, schema, row_ids[idx])
+    frame = result.log.copy()
+    frame["row_scores"] = list(result.row_scores)
+    title = f"{dataset} / {model} / seed={seed}"
+    writers = {"counterfactuals.parquet": lambda p: write_parquet(p, table, provenance),
+               "log.parquet": lambda p: write_parquet(p, frame, provenance),
+               "metrics.json": lambda p: write_json(p, metrics),
+               **discover_figures(result, schema, title=title)}
+    return stage_artifacts(Path(staging_root) / STEP / dataset / model / f"seed={seed}", writers)
+
+
+def _member_fingerprint(ensemble_dir: Path, model: str) -> str:
+    """The manifest entry (kind, file sha256, hyperparameters) of ``model``: its task's upstream key."""
+    path = ensemble_dir / MANIFEST
+    if not path.is_file():
+        raise DataError(f"no ensemble manifest at {path}; run the tune_ensemble stage first")
+    members = read_json(path)["members"]
+    if model not in members:
+        raise ConfigError(f"{path} has no model {model!r} (it holds {list(members)}); rerun tune_ensemble, which "
+                          "tunes every model of discover.models")
+    return json.dumps(members[model], sort_keys=True)
+
+
+def resolve_models(params: Params, models: Sequence[str] | None) -> list[str]:
+    """``models`` (a subset of ``discover.models``, in that order) or all of them."""
+    valid = list(params.discover.models)
+    if not models:
+        return valid
+    unknown = [m for m in models if m not in valid]
+    if unknown:
+        raise ConfigError(f"models {unknown} are not in discover.models; valid: {', '.join(valid)}")
+    return [m for m in valid if m in models]
+
+
+def summarize_models(per_model: dict[str, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """``discover.json``: per model :func:`summarize_seeds`, and the mean over models of :data:`HEADLINE`."""
+    models = {m: summarize_seeds(per_seed) for m, per_seed in per_model.items()}
+    mean = {}
+    for key in HEADLINE:
+        values = [s["summary"][key]["mean"] for s in models.values() if key in s["summary"]]
+        if values:
+            mean[key] = statistics.fmean(values)
+    return {"models": models, "mean_over_models": mean,
+            "units": "OT_x, OT_y, UCL_*, U_*: squared Wasserstein-2 in the encoded space; wall_time_s: seconds"}
+
+
+@flow(name=STEP, validate_parameters=False)
+def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,
+                  metrics_root: Path, cache_root: Path, models: Sequence[str] | None = None) -> list[SeedResult]:
+    """Run DISCOVER for every (model, seed) of one dataset; write outputs, figures and metrics.
+
+    ``models`` restricts the run to a subset of ``discover.models``; ``discover.json`` then
+    aggregates every configured model whose outputs exist for all seeds.
+    """
+    models = resolve_models(params, models)
+    section = params.discover.model_dump(mode="json")
+    section.pop("models")  # a task's key must not change when another model is added
+    code = code_fingerprint(*CODE)
+    n_threads = threads_per_task(params.orchestration.max_workers)
+    calls, out_dirs, keys = [], [], []
+    for seed in params.seeds:
+        prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"
+        ensemble_dir = Path(ensemble_root) / dataset / f"seed={seed}"
+        load_prepared(prepared_dir)  # fail early, before any task runs
+        prepared_key = dir_fingerprint(prepared_dir)
+        for model in models:
+            calls.append(dict(dataset=dataset, model=model, seed=seed, section=section,
+                              upstream=prepared_key + "+" + _member_fingerprint(ensemble_dir, model), code=code,
+                              staging_root=str(Path(cache_root) / "artifacts"), prepared_dir=str(prepared_dir),
+                              ensemble_dir=str(ensemble_dir), n_threads=n_threads))
+            out_dirs.append(Path(out_root) / dataset / model / f"seed={seed}")
+            keys.append(f"{dataset}/{model}/seed={seed}")
+    results = run_tasks(discover, calls, out_dirs, Path(cache_root) / "results", keys=keys)
+
+    per_model: dict[str, dict[int, dict[str, Any]]] = {}
+    for model in params.discover.models:
+        files = {s: Path(out_root) / dataset / model / f"seed={s}" / "metrics.json" for s in params.seeds}
+        if all(f.is_file() for f in files.values()):
+            per_model[model] = {s: read_json(f) for s, f in files.items()}
+    write_json(Path(metrics_root) / dataset / f"{STEP}.json", summarize_models(per_model))
+    return results
+
+
+def run_discover(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,
+                 metrics_root: Path, cache_root: Path, models: Sequence[str] | None = None) -> list[SeedResult]:
+    """Run :func:`discover_flow` with the task runner of ``params.orchestration``.
+
+    ``models`` is checked against ``discover.models`` before any flow starts.
+    """
+    models = resolve_models(params, models)
+    return discover_flow.with_options(task_runner=task_runner(params.orchestration))(
+        dataset=dataset, params=params, prepared_root=Path(prepared_root), ensemble_root=Path(ensemble_root),
+        out_root=Path(out_root), metrics_root=Path(metrics_root), cache_root=Path(cache_root), models=models)

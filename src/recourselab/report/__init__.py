@@ -1,0 +1,1 @@
+"""Plots and reports of the pipeline outputs (matplotlib, Agg canvas, PNG files written atomically)."""

@@ -1,0 +1,35 @@
+"""The factual sample of a DISCOVER run (paper protocol: predicted unfavourable rows, seeded)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recourselab.discover import sample_factuals
+from recourselab.errors import DataError
+
+
+def test_unfavourable_pool_is_sampled_without_replacement_and_seeded():
+    scores = np.random.default_rng(0).random(200)
+    idx = sample_factuals(scores, 30, seed=3)
+    assert len(idx) == 30 and len(set(idx.tolist())) == 30 and (np.diff(idx) > 0).all()
+    assert (scores[idx] < 0.5).all()
+    assert np.array_equal(idx, sample_factuals(scores, 30, seed=3))
+    assert not np.array_equal(idx, sample_factuals(scores, 30, seed=4))
+    everything = sample_factuals(scores, 150, seed=0, pool="all")
+    assert (scores[everything] >= 0.5).any()
+
+
+def test_small_pools_fall_back_to_the_lowest_scores():
+    scores = np.array([0.9, 0.1, 0.8, 0.7, 0.4, 0.95])
+    assert sample_factuals(scores, 3).tolist() == [1, 3, 4]  # only 2 rows below 0.5
+    assert sample_factuals(scores, 10).tolist() == list(range(6))  # fewer rows than n
+
+
+def test_bad_arguments():
+    with pytest.raises(DataError, match="n >= 1"):
+        sample_factuals(np.zeros(3), 0)
+    with pytest.raises(DataError, match="unknown factual pool 'some'"):
+        sample_factuals(np.zeros(3), 2, pool="some")
+    with pytest.raises(DataError, match="1-D"):
+        sample_factuals(np.zeros((3, 2)), 2)

@@ -1,0 +1,108 @@
+"""The discover flow on a tiny moons run: outputs, provenance, aggregated metrics, caching, model subsets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import flows.discover as discover_module
+from flows.prepare import run_prepare
+from flows.tune_ensemble import run_tune_ensemble
+from recourselab.errors import ConfigError
+from recourselab.io import read_json, read_provenance
+from recourselab.report.discover_plots import FIGURES
+
+N = 15
+
+
+@pytest.fixture()
+def tiny(params_factory):
+    return params_factory(
+        datasets=["moons"], seeds=[0, 1], prepare={"n_synthetic": 300},
+        models={"lightgbm": {"grid": {}, "fixed": {"n_estimators": 30, "num_leaves": 7}}},
+        tune_ensemble={"members": ["knn"], "cv_folds": 2},
+        discover={"models": ["lightgbm"], "n_factuals": N, "solver": {"max_iter": 6, "metric_projections": 300}},
+        orchestration={"task_runner": "thread", "max_workers": 1},
+    )
+
+
+@pytest.mark.filterwarnings("ignore::recourselab.discover.NotCertifiedWarning")
+def test_discover_flow_writes_outputs_and_is_cached(tmp_path, tiny, monkeypatch):
+    cache = tmp_path / "cache"
+    root = {k: tmp_path / k for k in ("prepared", "ensemble", "discover", "metrics")}
+    run_prepare("moons", tiny, root["prepared"], cache)
+    run_tune_ensemble("moons", tiny, root["prepared"], root["ensemble"], root["metrics"], cache)
+    manifest = read_json(root["ensemble"] / "moons" / "seed=0" / "manifest.json")
+    assert list(manifest["members"]) == ["knn", "lightgbm"] and manifest["ensemble"] == ["knn"]
+
+    calls = []
+    original = discover_module.Discover.explain
+    monkeypatch.setattr(discover_module.Discover, "explain", lambda *a, **k: calls.append(1) or original(*a, **k))
+    args = ("moons", tiny, root["prepared"], root["ensemble"], root["discover"], root["metrics"], cache)
+    first = discover_module.run_discover(*args)
+    assert len(calls) == 2 and not any(r.cached for r in first)
+
+    test_ids = set(pd.read_parquet(root["prepared"] / "moons" / "seed=1" / "test.parquet")["row_id"])
+    out = root["discover"] / "moons" / "lightgbm" / "seed=1"
+    assert {"counterfactuals.parquet", "log.parquet", "metrics.json", *FIGURES} <= {p.name for p in out.iterdir()}
+    for fig in FIGURES:
+        assert (out / fig).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    table = pd.read_parquet(out / "counterfactuals.parquet")
+    assert len(table) == N and set(table["row_id"]) <= test_ids and table["row_id"].is_unique
+    assert {"factual_score", "score", "target", "edited", "cf__x0", "cf_original__x1",
+            "factual_original__x0"} <= set(table)
+    assert (table["factual_score"] < 0.5).all()  # the paper's protocol: predicted unfavourable
+    assert table["edited"].any()
+    prov = read_provenance(out / "counterfactuals.parquet")
+    assert (prov["dataset"], prov["model"], prov["seed"], prov["method"]) == ("moons", "lightgbm", 1, "discover")
+    assert prov["target"]["kind"] == "beta" and prov["target"]["seed"] == 1 and len(prov["params_hash"]) == 64
+
+    log = pd.read_parquet(out / "log.parquet")
+    assert log["iteration"].tolist() == list(range(len(log))) and len(log) <= 7
+    q = np.stack(log["row_scores"].to_numpy())
+    assert q.shape == (len(log), N)
+    assert np.allclose(q.sum(axis=1), log["Q"].to_numpy(), rtol=1e-9, atol=1e-15)
+
+    metrics = read_json(out / "metrics.json")
+    assert metrics["n_factuals"] == N and metrics["queries"] > N and metrics["feasible_rate"] == float(
+        metrics["feasible"])
+    summary = read_json(root["metrics"] / "moons" / "discover.json")
+    lgbm = summary["models"]["lightgbm"]
+    assert lgbm["seeds"] == [0, 1] and lgbm["per_seed"]["1"]["OT_y"] == metrics["OT_y"]
+    ot_x = [lgbm["per_seed"][s]["OT_x"] for s in ("0", "1")]
+    assert lgbm["summary"]["OT_x"]["mean"] == pytest.approx(np.mean(ot_x))
+    assert lgbm["summary"]["OT_x"]["std"] == pytest.approx(np.std(ot_x))
+    assert summary["mean_over_models"]["OT_x"] == lgbm["summary"]["OT_x"]["mean"]
+
+    second = discover_module.run_discover(*args)
+    assert len(calls) == 2, "second discover run was not a cache hit"
+    assert all(r.cached for r in second)
+    assert (out / "log.parquet").is_file()
+
+
+def test_model_subset_is_checked_before_any_flow_runs(tiny):
+    assert discover_module.resolve_models(tiny, None) == ["lightgbm"]
+    assert discover_module.resolve_models(tiny, ["lightgbm"]) == ["lightgbm"]
+    with pytest.raises(ConfigError, match=r"models \['svm'\] are not in discover.models; valid: lightgbm"):
+        discover_module.run_discover("moons", tiny, *(["unused"] * 5), models=["svm"])
+
+
+def test_missing_discover_model_in_the_manifest_is_a_clear_error(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"members": {"knn": {}}}')
+    with pytest.raises(ConfigError, match=r"has no model 'svm' \(it holds \['knn'\]\); rerun tune_ensemble"):
+        discover_module._member_fingerprint(tmp_path, "svm")
+
+
+def test_densityflow_ensemble_key_ignores_models_tuned_only_for_discover(tmp_path):
+    from flows.densityflow import _members_fingerprint
+    from recourselab.io import write_json
+
+    entries = {"knn": {"sha256": "a"}, "xgboost": {"sha256": "b"}}
+    write_json(tmp_path / "manifest.json", {"members": entries})
+    before = _members_fingerprint(str(tmp_path), ["knn", "xgboost"])
+    write_json(tmp_path / "manifest.json", {"members": {**entries, "lightgbm": {"sha256": "c"}}})
+    assert _members_fingerprint(str(tmp_path), ["knn", "xgboost"]) == before
+    write_json(tmp_path / "manifest.json", {"members": {**entries, "knn": {"sha256": "z"}}})
+    assert _members_fingerprint(str(tmp_path), ["knn", "xgboost"]) != before
