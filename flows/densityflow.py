@@ -42,8 +42,8 @@ from recourselab.orchestration import (
 
 CODE = ("recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics")
 TRAIN_KEYS = ("lambda_valid", "lambda_cost", "lambda_den", "noise_ratio", "lambda_noise", "beta", "score_mode",
-              "hidden", "epochs", "batch_size", "lr_g", "lr_phi", "weight_decay", "warmup_epochs", "ema_decay",
-              "adjoint", "max_train_rows")
+              "hidden", "epochs", "min_steps", "density_quantile", "batch_size", "lr_g", "lr_phi", "weight_decay",
+              "warmup_epochs", "ema_decay", "adjoint", "max_train_rows")
 
 
 def flow_settings(section: dict[str, Any], seed: int, **overrides: Any) -> dict[str, Any]:

@@ -167,6 +167,9 @@ class TrainFlowParams(StrictModel):
     score_mode: Literal["target", "max"] = "target"
     hidden: int = Field(default=128, ge=4)
     epochs: int = Field(default=60, ge=1)
+    min_steps: int = Field(default=0, ge=0, description="raise epochs to at least this many optimizer steps")
+    density_quantile: float | None = Field(
+        default=None, gt=0, lt=1, description="extension: density margin = this quantile of S over real rows")
     batch_size: int = Field(default=64, ge=2)
     lr_g: float = Field(default=1e-3, gt=0)
     lr_phi: float = Field(default=1e-3, gt=0)

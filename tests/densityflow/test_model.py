@@ -133,3 +133,28 @@ def test_bad_input(moons, trained):
         trained.generate(np.zeros((2, 3)))
     with pytest.raises(DataError, match="target classes"):
         trained.generate(X[:2], target=5)
+
+
+def test_min_steps_raises_the_number_of_epochs(moons):
+    X, y = moons.arrays("train")  # 600 rows, batch 32 -> 19 batches per epoch
+    flow = DensityFlow(schema=moons.schema, seed=0, **{**FAST, "epochs": 1, "min_steps": 40}).fit(X, y)
+    assert len(flow.log_.rows) == 3  # ceil(40 / 19)
+    flow = DensityFlow(schema=moons.schema, seed=0, **{**FAST, "epochs": 2, "min_steps": 0}).fit(X, y)
+    assert len(flow.log_.rows) == 2
+
+
+def test_density_quantile_margins_are_per_class_quantiles(moons, trained):
+    import torch
+
+    X, y = moons.arrays("train")
+    xt, yt = torch.as_tensor(X[:200], dtype=torch.float32), torch.as_tensor(y[:200])
+    assert trained.density_margin(xt, yt, 1 - yt) == trained.config.margin  # off by default
+    trained.with_settings(density_quantile=0.25)
+    try:
+        margins = trained.density_margin(xt, yt, 1 - yt)
+        s = trained.surrogate.score(xt, yt).detach()
+        for c in (0, 1):
+            expected = torch.quantile(s[yt == c], 0.25)
+            assert torch.allclose(margins[(1 - yt) == c], expected.expand(int(((1 - yt) == c).sum())))
+    finally:
+        trained.with_settings(density_quantile=None)

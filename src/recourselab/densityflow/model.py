@@ -40,9 +40,13 @@ class DensityFlowConfig:
 
     Loss weights: ``lambda_valid`` (CE of the surrogate at x'), ``lambda_cost`` (kinetic
     energy e(T)), ``lambda_den`` (ReLU(log_tau - S(x'|y*)), log_tau = log(noise_ratio) when
-    None). NCE: ``noise_ratio`` r = N_noise / N_data per batch, ``lambda_noise``, box half-width
-    C = max(c_floor, beta * max|x|_inf). Training: ``epochs``, ``batch_size``, AdamW ``lr_g`` /
-    ``lr_phi`` / ``weight_decay``, linear warm-up for ``warmup_epochs`` then cosine to
+    None). ``density_quantile`` (extension, off by default) replaces the fixed margin by that
+    quantile of S(x|y) over the batch's real rows of class y, i.e. it asks counterfactuals
+    to reach the core of the target class. NCE: ``noise_ratio`` r = N_noise / N_data per batch,
+    ``lambda_noise``, box half-width C = max(c_floor, beta * max|x|_inf). Training:
+    ``epochs`` (raised so that training takes at least ``min_steps`` optimizer steps: small
+    datasets get more epochs), ``batch_size``, AdamW ``lr_g`` / ``lr_phi`` / ``weight_decay``,
+    linear warm-up for ``warmup_epochs`` then cosine to
     ``lr_min``, EMA ``ema_decay`` of all networks. ODE: torchdiffeq ``method`` with
     (``rtol_train``, ``atol_train``) during training and (``rtol_test``, ``atol_test``) at
     inference; ``adjoint`` switches to the adjoint method (direct backprop is 2-3x faster on
@@ -55,6 +59,7 @@ class DensityFlowConfig:
     lambda_cost: float = 0.4
     lambda_den: float = 0.1
     log_tau: float | None = None
+    density_quantile: float | None = None
     noise_ratio: float = 0.2
     lambda_noise: float = 1.0
     beta: float = 1.2
@@ -63,6 +68,7 @@ class DensityFlowConfig:
     hidden: int = 128
     embed_dim: int = 16
     epochs: int = 800
+    min_steps: int = 0
     batch_size: int = 64
     lr_g: float = 1e-3
     lr_phi: float = 1e-4
@@ -127,14 +133,14 @@ class TrainLog:
         return pd.DataFrame(self.rows)
 
 
-def _lr_lambda(cfg: DensityFlowConfig, base_lr: float):  # noqa: ANN202
-    warm = min(cfg.warmup_epochs, max(cfg.epochs - 1, 0))
+def _lr_lambda(cfg: DensityFlowConfig, base_lr: float, epochs: int):  # noqa: ANN202
+    warm = min(cfg.warmup_epochs, max(epochs - 1, 0))
     floor = cfg.lr_min / base_lr
 
     def factor(epoch: int) -> float:
         if epoch < warm:
             return (epoch + 1) / (warm + 1)
-        progress = (epoch - warm) / max(1, cfg.epochs - warm)
+        progress = (epoch - warm) / max(1, epochs - warm)
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
 
     return factor
@@ -208,16 +214,28 @@ class DensityFlow:
         self.surrogate = Surrogate(d, n_classes, hidden=cfg.hidden, score_mode=cfg.score_mode).to(self.device)
         self.field = VelocityField(d, n_classes, mutable, hidden=cfg.hidden, embed_dim=cfg.embed_dim).to(self.device)
 
-    def generator_loss(self, x: torch.Tensor, target: torch.Tensor, *, rtol: float, atol: float
-                       ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Validity + cost + density loss of the flow from ``x`` (n, d) to ``target`` (n,)."""
+    def density_margin(self, x: torch.Tensor, y: torch.Tensor, target: torch.Tensor) -> torch.Tensor | float:
+        """log tau, or per-row margins from ``density_quantile`` over real rows ``x`` of labels ``y``."""
+        cfg = self.config
+        if cfg.density_quantile is None:
+            return cfg.margin
+        with torch.no_grad():
+            s = self.surrogate.score(x, y)
+            per_class = torch.stack([torch.quantile(s[y == c], cfg.density_quantile) if (y == c).any()
+                                     else s.new_tensor(cfg.margin) for c in range(self.n_classes)])
+        return per_class[target]
+
+    def generator_loss(self, x: torch.Tensor, target: torch.Tensor, *, rtol: float, atol: float,
+                       y: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """Validity + cost + density loss of the flow from ``x`` (n, d) with labels ``y`` to ``target`` (n,)."""
         cfg = self.config
         z, energy, _ = integrate(self.field, x, target, rtol=rtol, atol=atol, method=cfg.method,
                                  adjoint=cfg.adjoint)
         z = z.clamp(-self.C, self.C)
         valid = self.surrogate.validity_loss(z, target)
         cost = energy.mean()
-        den = torch.relu(cfg.margin - self.surrogate.score(z, target)).mean()
+        margin = cfg.margin if y is None else self.density_margin(x, y, target)
+        den = torch.relu(margin - self.surrogate.score(z, target)).mean()
         loss = cfg.lambda_valid * valid + cfg.lambda_cost * cost + cfg.lambda_den * den
         return loss, {"valid": valid.item(), "cost": cost.item(), "density": den.item()}
 
@@ -245,12 +263,14 @@ class DensityFlow:
 
         opt_phi = torch.optim.AdamW(self.surrogate.parameters(), lr=cfg.lr_phi, weight_decay=cfg.weight_decay)
         opt_g = torch.optim.AdamW(self.field.parameters(), lr=cfg.lr_g, weight_decay=cfg.weight_decay)
-        sched = [torch.optim.lr_scheduler.LambdaLR(o, _lr_lambda(cfg, o.defaults["lr"])) for o in (opt_phi, opt_g)]
+        n_epochs = max(cfg.epochs, math.ceil(cfg.min_steps / math.ceil(len(y) / cfg.batch_size)))
+        sched = [torch.optim.lr_scheduler.LambdaLR(o, _lr_lambda(cfg, o.defaults["lr"], n_epochs))
+                 for o in (opt_phi, opt_g)]
         ema_fn = get_ema_multi_avg_fn(cfg.ema_decay)
         ema_s = AveragedModel(self.surrogate, multi_avg_fn=ema_fn, use_buffers=True)
         ema_f = AveragedModel(self.field, multi_avg_fn=ema_fn, use_buffers=True)
 
-        epochs = range(cfg.epochs)
+        epochs = range(n_epochs)
         if progress:
             from tqdm import tqdm
 
@@ -270,7 +290,8 @@ class DensityFlow:
                 opt_phi.step()
 
                 self.surrogate.requires_grad_(False)
-                loss, parts = self.generator_loss(xb, self._flip(yb, gen), rtol=cfg.rtol_train, atol=cfg.atol_train)
+                loss, parts = self.generator_loss(xb, self._flip(yb, gen), rtol=cfg.rtol_train, atol=cfg.atol_train,
+                                                  y=yb)
                 opt_g.zero_grad()
                 loss.backward()
                 opt_g.step()
@@ -356,7 +377,7 @@ class DensityFlow:
             real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
             self.surrogate.requires_grad_(False)
             loss, _ = self.generator_loss(Xt[real], self._flip(yt[real], gen), rtol=cfg.rtol_train,
-                                          atol=cfg.atol_train)
+                                          atol=cfg.atol_train, y=yt[real])
             opt_g.zero_grad()
             loss.backward()
             opt_g.step()
