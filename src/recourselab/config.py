@@ -132,6 +132,17 @@ class ModelsParams(StrictModel):
         return self
 
 
+def _known_models(v: list[str], what: str) -> list[str]:
+    """Check a list of model kinds: known (listing the valid ones), distinct, non-empty."""
+    valid = list(ModelsParams.model_fields)
+    for name in v:
+        if name not in valid:
+            raise ValueError(f"unknown model {name!r}{_suggest(name, valid)}; valid: {', '.join(valid)}")
+    if not v or len(set(v)) != len(v):
+        raise ValueError(f"{what} must be a non-empty list of distinct models, got {v}")
+    return v
+
+
 class TuneEnsembleParams(StrictModel):
     """Settings of the ``tune_ensemble`` stage."""
 
@@ -142,13 +153,7 @@ class TuneEnsembleParams(StrictModel):
     @field_validator("members")
     @classmethod
     def _members_known(cls, v: list[str]) -> list[str]:
-        valid = list(ModelsParams.model_fields)
-        for name in v:
-            if name not in valid:
-                raise ValueError(f"unknown model {name!r}{_suggest(name, valid)}; valid: {', '.join(valid)}")
-        if not v or len(set(v)) != len(v):
-            raise ValueError(f"members must be a non-empty list of distinct models, got {v}")
-        return v
+        return _known_models(v, "members")
 
 
 class TrainFlowParams(StrictModel):
@@ -301,13 +306,7 @@ class DiscoverParams(StrictModel):
     @field_validator("models")
     @classmethod
     def _models_known(cls, v: list[str]) -> list[str]:
-        valid = list(ModelsParams.model_fields)
-        for name in v:
-            if name not in valid:
-                raise ValueError(f"unknown model {name!r}{_suggest(name, valid)}; valid: {', '.join(valid)}")
-        if not v or len(set(v)) != len(v):
-            raise ValueError(f"models must be a non-empty list of distinct models, got {v}")
-        return v
+        return _known_models(v, "models")
 
 
 class OrchestrationParams(StrictModel):
