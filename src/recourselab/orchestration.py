@@ -122,7 +122,7 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
 
     index = {id(f): k for f, k in zip(futures, keys, strict=True)}
     for done, fut in enumerate(as_completed(futures), start=1):
-        log.info("[%d/%d] %s: %s", done, len(futures), index[id(fut)], fut.state.name)
+        log.info("[%d/%d] %s finished", done, len(futures), index[id(fut)])
     manifests, states = [], []
     for key, kw, fut in zip(keys, calls, futures, strict=True):
         manifest = fut.result()
