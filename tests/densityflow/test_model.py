@@ -129,8 +129,10 @@ def test_bad_input(moons, trained):
         DensityFlow(epochs=1).fit(X, np.zeros_like(y))
     with pytest.raises(DataError, match="NaN"):
         trained.generate(np.full((2, 2), np.nan))
-    with pytest.raises(DataError, match="shape"):
+    with pytest.raises(DataError, match="width 3 does not match the schema's 2"):
         trained.generate(np.zeros((2, 3)))
+    with pytest.raises(DataError, match="2-D"):
+        trained.generate(np.zeros(2))
     with pytest.raises(DataError, match="target classes"):
         trained.generate(X[:2], target=5)
 

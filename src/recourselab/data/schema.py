@@ -294,3 +294,45 @@ class Schema:
     @classmethod
     def load(cls, path: str | Path) -> Schema:
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def encode_rows(X: np.ndarray | pd.DataFrame, schema: Schema | None = None, *, what: str = "rows",
+                width: int | None = None) -> np.ndarray:
+    """Validate rows for a model: a raw DataFrame (encoded through ``schema``) or encoded rows.
+
+    Parameters
+    ----------
+    X : DataFrame in original units, or array-like of shape (n, d) already encoded.
+    schema : encodes DataFrames and fixes the expected width ``schema.n_encoded``.
+    what : how error messages call the rows ("query", "factuals", ...).
+    width : expected width when there is no schema.
+
+    Returns
+    -------
+    float64 ndarray of shape (n, d), all finite.
+
+    Raises
+    ------
+    DataError
+        A DataFrame without schema, non-numeric values, not 2-D, wrong width, NaN or inf.
+    """
+    if isinstance(X, pd.DataFrame):
+        if schema is None:
+            raise DataError(f"a DataFrame {what} needs a schema to encode it; pass schema= or encoded rows")
+        X = schema.transform(X)
+    try:
+        X = np.asarray(X, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise DataError(f"{what} must be numeric: {err}") from err
+    if X.ndim != 2:
+        raise DataError(f"{what} must be a 2-D array (n, d), got {X.ndim}-D shape {X.shape}")
+    expected = schema.n_encoded if schema is not None else width
+    if expected is not None and X.shape[1] != expected:
+        where = f"dataset {schema.dataset!r}: " if schema is not None else ""
+        raise DataError(f"{where}{what} width {X.shape[1]} does not match the schema's {expected} encoded columns")
+    if not np.isfinite(X).all():
+        rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
+        kinds = "/".join(k for k, bad in (("NaN", np.isnan(X)), ("inf", np.isinf(X))) if bad.any())
+        raise DataError(f"{what} contains non-finite values ({kinds}) in {rows.size} rows, "
+                        f"e.g. rows {rows[:5].tolist()}")
+    return X

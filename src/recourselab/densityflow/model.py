@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from recourselab.data.schema import Schema
+from recourselab.data.schema import Schema, encode_rows
 from recourselab.densityflow.flow import VelocityField, integrate
 from recourselab.densityflow.surrogate import Surrogate, noise_bound
 from recourselab.errors import DataError, RecourselabError
@@ -176,16 +176,8 @@ class DensityFlow:
         return torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
 
     def _encode(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
-        if isinstance(X, pd.DataFrame):
-            if self.schema is None:
-                raise DataError("a DataFrame needs a schema to be encoded")
-            X = self.schema.transform(X)
-        X = np.asarray(X, dtype=float)
-        if X.ndim != 2 or (self.field is not None and X.shape[1] != self.field.mutable.numel()):
-            raise DataError(f"expected encoded rows of shape (n, d), got {X.shape}")
-        if not np.isfinite(X).all():
-            raise DataError("factuals contain NaN or infinite values")
-        return X
+        width = None if self.field is None else self.field.mutable.numel()
+        return encode_rows(X, self.schema, what="rows", width=width)
 
     def _mutable_mask(self, d: int) -> np.ndarray:
         if self._mutable is not None:

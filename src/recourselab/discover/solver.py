@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recourselab.data.schema import Schema
+from recourselab.data.schema import Schema, encode_rows
 from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
 from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_y
 from recourselab.discover.ot import Matching, match, random_directions, trim_weights
@@ -120,24 +120,10 @@ def favourable_scores(model: Any, X: np.ndarray, schema: Schema, budget: str) ->
 
 
 def encode_factuals(factuals: np.ndarray | pd.DataFrame, schema: Schema) -> np.ndarray:
-    """Validate factual rows: encoded (n, d) array or raw DataFrame -> float array (n, d)."""
-    if isinstance(factuals, pd.DataFrame):
-        X = schema.transform(factuals)
-    else:
-        try:
-            X = np.array(factuals, dtype=float)
-        except (TypeError, ValueError) as err:
-            raise DataError(f"factuals must be numeric encoded rows or a raw DataFrame: {err}") from err
-    if X.ndim != 2:
-        raise DataError(f"factuals must be 2-D (n, d), got shape {X.shape}")
-    if X.shape[1] != schema.n_encoded:
-        raise DataError(f"dataset {schema.dataset!r}: factuals have {X.shape[1]} columns, the schema "
-                        f"encodes {schema.n_encoded} ({schema.encoded_columns})")
+    """Validate factual rows: encoded (n, d) array or raw DataFrame -> float array (n, d), n >= 2."""
+    X = encode_rows(factuals, schema, what="factuals")
     if X.shape[0] < 2:
         raise DataError(f"need at least 2 factual rows for a distribution, got {X.shape[0]}")
-    if not np.isfinite(X).all():
-        rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
-        raise DataError(f"factuals contain NaN/inf in {rows.size} rows, e.g. rows {rows[:5].tolist()}")
     return X
 
 

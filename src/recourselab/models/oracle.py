@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from recourselab.data.schema import Schema
+from recourselab.data.schema import Schema, encode_rows
 from recourselab.errors import DataError, RecourselabError, UnknownKeyError
 
 logger = logging.getLogger(__name__)
@@ -231,26 +231,7 @@ class BlackBox:
 
     # ------------------------------------------------------------------ queries
     def _encode(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
-        if isinstance(X, pd.DataFrame):
-            if self.schema is None:
-                raise DataError("a DataFrame query needs a schema to encode it; pass schema= to BlackBox "
-                                "or query with an encoded array")
-            X = self.schema.transform(X)
-        try:
-            X = np.asarray(X, dtype=float)
-        except (TypeError, ValueError) as err:
-            raise DataError(f"query rows must be numeric: {err}") from err
-        if X.ndim != 2:
-            raise DataError(f"query must be a 2-D array (n, d), got {X.ndim}-D shape {X.shape}")
-        if self.schema is not None and X.shape[1] != self.schema.n_encoded:
-            raise DataError(f"dataset {self.schema.dataset!r}: query width {X.shape[1]} does not match "
-                            f"the schema's {self.schema.n_encoded} encoded columns")
-        if not np.isfinite(X).all():
-            rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
-            kinds = "/".join(k for k, bad in (("NaN", np.isnan(X)), ("inf", np.isinf(X))) if bad.any())
-            raise DataError(f"query contains non-finite values ({kinds}) in {rows.size} rows, "
-                            f"e.g. rows {rows[:5].tolist()}")
-        return X
+        return encode_rows(X, self.schema, what="query")
 
     def query(self, X: np.ndarray | pd.DataFrame, *, budget: str = DEFAULT_BUDGET) -> EnsembleOutput:
         """Query every member once on rows ``X``, counting ``n`` rows under ``budget``.
