@@ -218,9 +218,9 @@ class DiscoverSolverParams(StrictModel):
 
     n_projections: int = Field(default=10, ge=1, description="N, random directions of the sliced objective")
     top_k: int = Field(default=3, ge=1, description="k, rows editable per outer iteration (top-k by q_i)")
-    h: int = Field(default=3, ge=1, description="features edited per selected row and candidate")
-    trials: int = Field(default=10, ge=1, description="M, candidates per outer iteration")
-    max_iter: int = Field(default=20, ge=0, description="T, outer iterations")
+    h: int = Field(default=1, ge=1, description="features edited per selected row and candidate")
+    trials: int = Field(default=200, ge=1, description="M, candidates per outer iteration")
+    max_iter: int = Field(default=100, ge=0, description="T, outer iterations")
     strategy: Literal["monte_carlo", "genetic"] = "monte_carlo"
     recombine: bool = Field(default=True, description="also score the row-wise recombination of candidates")
     delta: float = Field(default=0.01, ge=0, lt=0.5, description="trimming of the objective and of the UCLs")
@@ -235,7 +235,7 @@ class DiscoverSolverParams(StrictModel):
     patience: int = Field(default=5, ge=1, description="stop after this many feasible stalled iterations")
     tol: float = Field(default=1e-6, ge=0, description="relative improvement counted as a stall")
     cone_angle: float = Field(default=math.pi / 4, gt=0, le=math.pi, description="half-angle phi (radians)")
-    step: float = Field(default=0.5, gt=0, description="lambda_max, numerical step in feature ranges")
+    step: float = Field(default=0.2, gt=0, description="lambda_max, numerical step in feature ranges")
     categorical_step: float = Field(default=1.2, ge=0, description="max step in a categorical embedding")
     temperature: float = Field(default=2.0, gt=0, description="tau of the categorical decoding")
     embedding_dim: int | None = Field(default=None, ge=1, description="r of the categorical embeddings")

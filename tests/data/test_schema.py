@@ -175,6 +175,14 @@ def test_decode_of_arbitrary_points_gives_valid_levels(mixed, scale):
     cat = schema.categorical_mask()
     pairs = snapped[:, cat].reshape(len(X), -1, 2)
     np.testing.assert_allclose(np.hypot(pairs[..., 0], pairs[..., 1]), 1.0, atol=1e-12)
+    # numerical values stay inside the training range, in original units too
+    lo, hi = schema.encoded_bounds()
+    num = ~cat
+    assert (snapped[:, num] >= lo[num] - 1e-9).all() and (snapped[:, num] <= hi[num] + 1e-9).all()
+    decoded = schema.inverse_transform(snapped)
+    for f in schema.features:
+        if f.kind == "numerical":
+            assert decoded[f.name].min() >= f.lower - 1e-9 and decoded[f.name].max() <= f.upper + 1e-9, f.name
 
 
 def test_decode_is_nearest_level_in_phase(mixed):

@@ -257,7 +257,17 @@ class Schema:
         return pd.DataFrame(cols)
 
     def snap(self, X: np.ndarray) -> np.ndarray:
-        """Project encoded rows onto valid points: exact phase pairs, integer units. Shape kept."""
+        """Project encoded rows onto valid points. Shape kept.
+
+        Numerical features are clipped to the training range [lower, upper] (then rounded when
+        integer), categoricals become exact phase pairs of their nearest level.
+        """
+        X = np.array(X, dtype=float)
+        if X.ndim == 2 and X.shape[1] == self.n_encoded:
+            lo, hi = self.encoded_bounds()
+            num = [sl.start for f, sl in zip(self.features, self.slices().values(), strict=True)
+                   if f.kind == "numerical"]
+            X[:, num] = np.clip(X[:, num], lo[num], hi[num])
         return self.transform(self.inverse_transform(X))
 
     def encode_target(self, labels: pd.Series | np.ndarray) -> np.ndarray:

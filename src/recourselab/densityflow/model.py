@@ -250,7 +250,7 @@ class DensityFlow:
             keep = stratified_subsample(y, cfg.max_train_rows, cfg.seed)
             X, y = X[keep], y[keep]
         self.build(X.shape[1], n_classes, noise_bound(X, cfg.beta, cfg.c_floor))
-        Xt, yt = self._tensor(X), torch.as_tensor(y, device=self.device)
+        Xt, yt = self._tensor(X), torch.tensor(y, device=self.device)
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
 
         opt_phi = torch.optim.AdamW(self.surrogate.parameters(), lr=cfg.lr_phi, weight_decay=cfg.weight_decay)

@@ -30,10 +30,14 @@ class DiscoverSettings:
         per run from ``seed``). Default 10.
     top_k : k, rows editable per outer iteration (the top-k rows by row score q_i). Default 3.
     h : features edited per selected row and candidate (a categorical counts as one feature).
-        Default 3.
+        Default 1 (one feature per row and candidate: the cheapest moves in OT(x)).
     trials : M, candidates proposed per outer iteration (the current X is always added as a
-        no-op candidate, so Q under the iteration's eta never increases). Default 10.
-    max_iter : T, outer iterations. Default 20.
+        no-op candidate, so Q under the iteration's eta never increases). Default 200.
+    max_iter : T, outer iterations. Default 100.
+
+    The search-budget defaults (T 100, M 200, as the paper's released configuration; h 1 and
+    ``step`` 0.2) certify every (dataset, model) pair of ``bench/discover.py`` at n = 50; the
+    paper's *reference* speed configuration is N 10, T 20, M 10, k 3, h 3, step 0.5.
     strategy : proposal strategy, a key of :data:`~recourselab.discover.strategies.STRATEGIES`
         (``"monte_carlo"`` or ``"genetic"``). Default ``"monte_carlo"``.
     recombine : also score the row-wise recombination of the evaluated candidates (each
@@ -68,7 +72,7 @@ class DiscoverSettings:
     cone_angle : half-angle phi (radians) of the cone around -g. Default pi/4.
     step : lambda_max; a numerical move is lambda ~ U(0, step) times each feature's range
         (R_max - R_min, encoded units), along the cone direction restricted to the row's
-        edited numerical features (renormalised). Default 0.5.
+        edited numerical features (renormalised). Default 0.2.
     categorical_step : maximum step length in a categorical's embedding space. Default 1.2.
     temperature : tau of the categorical decoding p(v) ~ exp(-||E_p[v] - z||^2 / tau).
         Default 2.0.
@@ -101,9 +105,9 @@ class DiscoverSettings:
 
     n_projections: int = 10
     top_k: int = 3
-    h: int = 3
-    trials: int = 10
-    max_iter: int = 20
+    h: int = 1
+    trials: int = 200
+    max_iter: int = 100
     strategy: str = "monte_carlo"
     recombine: bool = True
     delta: float = 0.01
@@ -118,7 +122,7 @@ class DiscoverSettings:
     patience: int = 5
     tol: float = 1e-6
     cone_angle: float = math.pi / 4
-    step: float = 0.5
+    step: float = 0.2
     categorical_step: float = 1.2
     temperature: float = 2.0
     embedding_dim: int | None = None
