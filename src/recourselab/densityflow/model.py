@@ -322,7 +322,7 @@ class DensityFlow:
         cfg = self.config
         X = self._encode(X)
         y = np.asarray(y, dtype=np.int64)
-        Xt, yt = self._tensor(X), torch.as_tensor(y, device=self.device)
+        Xt, yt = self._tensor(X), torch.tensor(y, device=self.device)
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
         opt_phi = torch.optim.AdamW(self.surrogate.parameters(), lr=cfg.distill_lr_phi,
                                     weight_decay=cfg.weight_decay)
