@@ -229,6 +229,9 @@ class _Objective:
                 float(self.qy_exact(m, rows, y[rows][None])[0]))
 
 
+_DEFAULTS = DiscoverSettings()
+
+
 class Discover:
     """DISCOVER: model-agnostic certified distributional counterfactuals (propose-and-select).
 
@@ -254,8 +257,9 @@ class Discover:
     >>> result.feasible, result.metrics["OT_y"]  # doctest: +SKIP
     """
 
-    def __init__(self, model: Any, *, schema: Schema, n_projections: int = 10, top_k: int = 3, h: int = 3,
-                 trials: int = 10, max_iter: int = 20, strategy: str = "monte_carlo", seed: int = 0,
+    def __init__(self, model: Any, *, schema: Schema, n_projections: int = _DEFAULTS.n_projections,
+                 top_k: int = _DEFAULTS.top_k, h: int = _DEFAULTS.h, trials: int = _DEFAULTS.trials,
+                 max_iter: int = _DEFAULTS.max_iter, strategy: str = _DEFAULTS.strategy, seed: int = 0,
                  **options: Any) -> None:
         if not hasattr(model, "predict_proba"):
             raise TypeError(f"model ({type(model).__name__}) has no predict_proba method")
