@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_y
+from recourselab.discover.metrics import ares_cost, edited_rows, minmax_onehot, mmd2, ot_x, ot_x_minmax, ot_y
 
 
 def test_ot_metrics_vanish_on_identical_samples_and_are_seeded():
@@ -40,3 +40,21 @@ def test_ares_cost_counts_bins_and_categorical_changes(toy):
     cost = ares_cost(X, Xf, toy.schema)
     assert abs(cost[0] - 2.0) < 0.05 and cost[1] == 1.0 and cost[2] == 0.0
     assert edited_rows(X, Xf).tolist() == [True, True, False]
+
+
+def test_minmax_onehot_view_scales_ranges_to_one_and_flips_to_two(toy):
+    schema = toy.schema
+    Xf = toy.factuals[:2].copy()
+    X = Xf.copy()
+    sl = schema.slices()
+    age = schema.features[schema.feature_names.index("age")]
+    X[0, sl["age"].start] = (age.upper - age.mean) / age.std
+    Xf[0, sl["age"].start] = (age.lower - age.mean) / age.std  # the whole training range
+    X[1, sl["owner"]] = -X[1, sl["owner"]]  # binary flip
+    V, Vf = minmax_onehot(X, schema), minmax_onehot(Xf, schema)
+    n_cols = sum(1 if f.kind == "numerical" else len(f.levels) for f in schema.features)
+    assert V.shape == (2, n_cols)
+    assert np.allclose(((V - Vf) ** 2).sum(axis=1), [1.0, 2.0])
+    assert 0.0 <= V.min() and V.max() <= 1.0
+    assert ot_x_minmax(Xf, Xf, schema, n_projections=100) == 0.0
+    assert ot_x_minmax(X, Xf, schema, n_projections=100) > 0.0

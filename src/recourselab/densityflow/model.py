@@ -51,7 +51,10 @@ class DensityFlowConfig:
     (``rtol_train``, ``atol_train``) during training and (``rtol_test``, ``atol_test``) at
     inference; ``adjoint`` switches to the adjoint method (direct backprop is 2-3x faster on
     CPU at this size). Distillation: ``distill_epochs`` x ``distill_inner`` x
-    ``distill_points`` queried rows, learning rates ``distill_lr_phi`` / ``distill_lr_g``.
+    ``distill_points`` queried rows, learning rates ``distill_lr_phi`` / ``distill_lr_g``;
+    ``distill_replay`` fits every surrogate step on all support points queried so far (no
+    extra query; False: only the newest ``distill_points``), ``distill_gen_steps`` generator
+    steps per distillation epoch.
     Inference: ``n_starts`` starts per query (the query + jitters of std ``jitter``).
     """
 
@@ -88,6 +91,8 @@ class DensityFlowConfig:
     distill_points: int = 8
     distill_lr_phi: float = 1e-4
     distill_lr_g: float = 5e-5
+    distill_replay: bool = False
+    distill_gen_steps: int = 1
     n_starts: int = 30
     jitter: float = 0.05
     seed: int = 0
@@ -340,6 +345,7 @@ class DensityFlow:
                       budget_name: str) -> int:
         cfg = self.config
         used = 0
+        support: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         for _ in range(cfg.distill_epochs):
             for _ in range(cfg.distill_inner):
                 left = budget - used
@@ -360,19 +366,23 @@ class DensityFlow:
                 used += n
                 y_bar = torch.as_tensor(out.mean_proba[np.arange(n), target.cpu().numpy()],
                                         dtype=torch.float32, device=self.device)
+                if cfg.distill_replay:
+                    support.append((z, target, y_bar))
+                    z, target, y_bar = (torch.cat(parts) for parts in zip(*support, strict=True))
                 real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
                 fit_loss = ((self.surrogate.target_proba(z, target) - y_bar) ** 2).mean(dim=1).sum()
                 anchor = self.surrogate.nce_loss(Xt[real], yt[real], Xt.new_zeros(0, Xt.shape[1]))
                 opt_phi.zero_grad()
                 (fit_loss + anchor).backward()
                 opt_phi.step()
-            real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
             self.surrogate.requires_grad_(False)
-            loss, _ = self.generator_loss(Xt[real], self._flip(yt[real], gen), rtol=cfg.rtol_train,
-                                          atol=cfg.atol_train, y=yt[real])
-            opt_g.zero_grad()
-            loss.backward()
-            opt_g.step()
+            for _ in range(cfg.distill_gen_steps):
+                real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
+                loss, _ = self.generator_loss(Xt[real], self._flip(yt[real], gen), rtol=cfg.rtol_train,
+                                              atol=cfg.atol_train, y=yt[real])
+                opt_g.zero_grad()
+                loss.backward()
+                opt_g.step()
             self.surrogate.requires_grad_(True)
         return used
 

@@ -39,7 +39,7 @@ import pandas as pd
 
 from recourselab.data.schema import Schema, encode_rows
 from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
-from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_y
+from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_x_minmax, ot_y
 from recourselab.discover.ot import Matching, match, random_directions, trim_weights
 from recourselab.discover.proposals import ProposalSpace
 from recourselab.discover.settings import DiscoverSettings
@@ -411,6 +411,8 @@ def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarr
     edited = edited_rows(X, Xf)
     return {
         "OT_x": ot_x(X, Xf, n_projections=s.metric_projections, delta=s.metric_delta, seed=s.seed),
+        "OT_x_minmax": ot_x_minmax(X, Xf, schema, n_projections=s.metric_projections, delta=s.metric_delta,
+                                   seed=s.seed),
         "OT_y": ot_y(y, ystar, delta=s.metric_delta),
         "MMD2": mmd2(X, Xf, sigma=s.mmd_sigma),
         "ares_cost": float(cost.mean()),
