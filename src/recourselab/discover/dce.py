@@ -25,14 +25,13 @@ import pandas as pd
 
 from recourselab.data.schema import Schema
 from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
-from recourselab.discover.ot import match, random_directions, trim_weights
+from recourselab.discover.ot import match
 from recourselab.discover.proposals import ProposalSpace
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.solver import (
     DiscoverResult,
     NotCertifiedWarning,
-    encode_factuals,
-    resolve_target,
+    prepare_run,
     result_metrics,
 )
 from recourselab.discover.targets import Target
@@ -135,16 +134,10 @@ class DCE:
         t0 = time.perf_counter()
         s = self.settings
         self.queries = 0
-        Xf = encode_factuals(factuals, self.schema)
+        run = prepare_run(factuals, target, self.schema, s, self._scores)
+        Xf, yf, tgt, ystar, theta, w = run.Xf, run.yf, run.target, run.ystar, run.theta, run.w
+        ref_x, ref_y, U_x, U_y = run.ref_x, run.ref_y, run.U_x, run.U_y
         n, d = Xf.shape
-        yf = self._scores(Xf)
-        tgt, ystar = resolve_target(target, n, yf)
-        theta = random_directions(d, s.n_projections, np.random.default_rng([s.seed, 0]))
-        w = trim_weights(n, s.delta)
-        ref_x = np.sort((Xf @ theta.T).T, axis=1)
-        ref_y = np.sort(ystar)
-        U_x = s.U_x if s.U_x is not None else ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin)
-        U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
         space = ProposalSpace(self.schema, Xf, s)
         frozen = ~space.mutable_mask
         lo = np.where(self.schema.categorical_mask(), -1.0, -np.inf) * np.ones((n, d))

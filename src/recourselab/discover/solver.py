@@ -142,6 +142,42 @@ def resolve_target(target: Target | Mapping[str, Any] | str, n: int,
     return target, values
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What a run derives from its factuals, target and settings (shared by DISCOVER and DCE).
+
+    Xf (n, d) encoded factuals, yf (n,) their scores, target and ystar (n,) its drawn values,
+    theta (N, d) directions, w (n,) trimming weights, ref_x (N, n) sorted factual projections,
+    ref_y (n,) sorted targets, U_x / U_y the thresholds (squared units).
+    """
+
+    Xf: np.ndarray
+    yf: np.ndarray
+    target: Target
+    ystar: np.ndarray
+    theta: np.ndarray
+    w: np.ndarray
+    ref_x: np.ndarray
+    ref_y: np.ndarray
+    U_x: float
+    U_y: float
+
+
+def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[str, Any] | str, schema: Schema,
+                s: DiscoverSettings, scores: Any) -> RunSetup:
+    """Encode the factuals, score them with ``scores(X) -> (n,)``, draw y*, directions and thresholds."""
+    Xf = encode_factuals(factuals, schema)
+    n, d = Xf.shape
+    yf = scores(Xf)
+    tgt, ystar = resolve_target(target, n, yf)
+    theta = random_directions(d, s.n_projections, np.random.default_rng([s.seed, 0]))
+    ref_x, ref_y = np.sort((Xf @ theta.T).T, axis=1), np.sort(ystar)
+    U_x = s.U_x if s.U_x is not None else ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin)
+    U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
+    return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
+                    ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y))
+
+
 class _Objective:
     """Sorted references, trimming weights and the batched candidate evaluator.
 
@@ -306,18 +342,12 @@ class Discover:
         t0 = time.perf_counter()
         s = self.settings
         self._queries = 0
-        Xf = encode_factuals(factuals, self.schema)
+        run = prepare_run(factuals, target, self.schema, s, self._scores)
+        Xf, yf, tgt, ystar, theta, w = run.Xf, run.yf, run.target, run.ystar, run.theta, run.w
+        ref_x, ref_y, U_x, U_y = run.ref_x, run.ref_y, run.U_x, run.U_y
         n, d = Xf.shape
-        yf = self._scores(Xf)
-        tgt, ystar = resolve_target(target, n, yf)
-        theta = random_directions(d, s.n_projections, np.random.default_rng([s.seed, 0]))
         rng = np.random.default_rng([s.seed, 1])
-        w = trim_weights(n, s.delta)
-        ref_x = np.sort((Xf @ theta.T).T, axis=1)
-        ref_y = np.sort(ystar)
         obj = _Objective(theta, ref_x, ref_y, w, s.max_elements)
-        U_x = s.U_x if s.U_x is not None else ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin)
-        U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
         space = ProposalSpace(self.schema, Xf, s)
         strategy = make_strategy(s.strategy, s)
         k = min(s.top_k, n)
