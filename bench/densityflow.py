@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from flows.densityflow import flow_settings
+from flows.densityflow import distill_settings, flow_settings
 from recourselab.config import load_params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
@@ -37,6 +37,7 @@ def bench_dataset(name: str, params) -> dict:  # noqa: ANN001
     fit_s = time.perf_counter() - t0
     n_rows = min(len(y), params.train_flow.max_train_rows or len(y))
     t0 = time.perf_counter()
+    flow.with_settings(**distill_settings(params.distill.model_dump(mode="json")))
     used = flow.distill(box, X, y, budget=params.distill.budget)
     distill_s = time.perf_counter() - t0
     q = query_set(box.query(Xte, budget="evaluation"), yte, params.generate.max_queries)

@@ -51,6 +51,11 @@ def flow_settings(section: dict[str, Any], seed: int, **overrides: Any) -> dict[
     return {**{k: section[k] for k in TRAIN_KEYS}, "seed": seed, **overrides}
 
 
+def distill_settings(section: dict[str, Any]) -> dict[str, Any]:
+    """DensityFlow distillation settings from the ``distill`` params section (all but ``budget``)."""
+    return {f"distill_{k}": v for k, v in section.items() if k != "budget"}
+
+
 def _flip(y: np.ndarray, n_classes: int) -> np.ndarray:
     return (y + 1) % n_classes
 
@@ -105,9 +110,7 @@ def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, 
     X, y = prepared.arrays("train")
     with limit_threads(n_threads):
         model = DensityFlow.load(flow_dir, schema=prepared.schema, device=device)
-        model.with_settings(distill_epochs=section["epochs"], distill_inner=section["inner"],
-                            distill_points=section["points"], distill_lr_phi=section["lr_phi"],
-                            distill_lr_g=section["lr_g"])
+        model.with_settings(**distill_settings(section))
         box = _ensemble(ensemble_dir, prepared.schema, members, budgets={"distill": section["budget"]})
         used = model.distill(box, X, y, budget=section["budget"])
     report = {"queries_used": used, "budget": section["budget"], "oracle_count": box.used("distill")}

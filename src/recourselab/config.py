@@ -196,6 +196,8 @@ class DistillParams(StrictModel):
     points: int = Field(default=8, ge=1)
     lr_phi: float = Field(default=1e-4, gt=0)
     lr_g: float = Field(default=5e-5, gt=0)
+    replay: bool = Field(default=False, description="fit every surrogate step on all support points queried so far")
+    gen_steps: int = Field(default=1, ge=0, description="generator steps per distillation epoch")
 
 
 class GenerateParams(StrictModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from recourselab.config import parse_params
 from recourselab.data import Schema, load_dataset, prepare_splits
@@ -68,6 +69,22 @@ def test_distillation_never_exceeds_its_budget_and_counts_exactly(moons, ensembl
     assert ensemble.used("tight") == 5
     with pytest.raises(QueryBudgetExceeded):
         ensemble.query(X[:1], budget="tight")
+
+
+def test_replayed_distillation_keeps_the_budget_and_gen_steps_zero_freezes_the_generator(moons, ensemble):
+    X, y = moons.arrays("train")
+    flow = DensityFlow(schema=moons.schema, seed=2, **{**FAST, "epochs": 2})
+    flow.fit(X, y)
+    field_before = {k: v.clone() for k, v in flow.field.state_dict().items()}
+    surr_before = {k: v.clone() for k, v in flow.surrogate.state_dict().items()}
+    flow.with_settings(distill_replay=True, distill_gen_steps=0, distill_epochs=3, distill_inner=2,
+                       distill_points=5)
+    assert flow.distill(ensemble, X, y, budget=23) == 23  # 3 x 2 x 5 = 30 wanted, capped at 23
+    assert all(torch.equal(v, flow.field.state_dict()[k]) for k, v in field_before.items())
+    assert not all(torch.equal(v, flow.surrogate.state_dict()[k]) for k, v in surr_before.items())
+    flow.with_settings(distill_gen_steps=2)
+    flow.distill(ensemble, X, y, budget=5)
+    assert not all(torch.equal(v, flow.field.state_dict()[k]) for k, v in field_before.items())
 
 
 def _mixed_schema_data():

@@ -318,9 +318,11 @@ class DensityFlow:
 
         Support points are the flow's end states for training queries; their labels are the
         oracle's mean probability of y*. Loss on the surrogate: squared error of its y*
-        probability (both proxies) + CE on real rows; then a generator step with the
-        distilled surrogate. Stops early when the budget (or the oracle's own limit on
-        ``budget_name``) is spent. Returns the number of queried rows, also kept in
+        probability (both proxies; with ``distill_replay`` over every support point queried so
+        far) + CE on real rows; after each epoch's ``distill_inner`` surrogate steps,
+        ``distill_gen_steps`` generator steps with the distilled surrogate. Stops when the
+        budget (or the oracle's own limit on ``budget_name``) is spent, after the generator
+        steps of the last (partial) epoch. Returns the number of queried rows, also kept in
         ``queries_used_``.
         """
         self._require_fit()
@@ -347,6 +349,7 @@ class DensityFlow:
         used = 0
         support: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         for _ in range(cfg.distill_epochs):
+            queried, spent = 0, False
             for _ in range(cfg.distill_inner):
                 left = budget - used
                 oracle_left = oracle.remaining(budget_name)
@@ -354,8 +357,9 @@ class DensityFlow:
                     left = min(left, oracle_left)
                 n = min(cfg.distill_points, left)
                 if n <= 0:
-                    log.info("distillation stopped: query budget spent (%d rows used)", used)
-                    return used
+                    spent = True
+                    break
+                queried += n
                 idx = torch.randint(0, len(yt), (n,), generator=gen).to(self.device)
                 target = self._flip(yt[idx], gen)
                 with torch.no_grad():
@@ -375,6 +379,8 @@ class DensityFlow:
                 opt_phi.zero_grad()
                 (fit_loss + anchor).backward()
                 opt_phi.step()
+            if not queried:
+                break
             self.surrogate.requires_grad_(False)
             for _ in range(cfg.distill_gen_steps):
                 real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
@@ -384,6 +390,10 @@ class DensityFlow:
                 loss.backward()
                 opt_g.step()
             self.surrogate.requires_grad_(True)
+            if spent:
+                break
+        if used < cfg.distill_epochs * cfg.distill_inner * cfg.distill_points:
+            log.info("distillation stopped: query budget spent (%d rows used)", used)
         return used
 
     # ------------------------------------------------------------------ inference
