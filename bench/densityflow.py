@@ -30,7 +30,7 @@ def bench_dataset(name: str, params) -> dict:  # noqa: ANN001
     Xte, yte = prepared.arrays("test")
     box = load_ensemble(f"data/ensemble/{name}/seed=0", params.tune_ensemble.members, schema=prepared.schema,
                         budgets={"distill": params.distill.budget})
-    settings = flow_settings(params.train_flow.model_dump(mode="json"), 0)
+    settings = flow_settings(params.train_flow.for_dataset(name).model_dump(mode="json"), 0)
     flow = DensityFlow(schema=prepared.schema, **settings)
     t0 = time.perf_counter()
     flow.fit(X, y)

@@ -189,8 +189,8 @@ def _run(step_task: Any, params: Params, dataset: str, roots: dict[str, Path], s
 def train_flow_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,
                     cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root}
-    return _run(train_flow, params, dataset, roots, params.train_flow.model_dump(mode="json"), out_root,
-                cache_root, ["prepared", "ensemble"])
+    section = params.train_flow.for_dataset(dataset).model_dump(mode="json")
+    return _run(train_flow, params, dataset, roots, section, out_root, cache_root, ["prepared", "ensemble"])
 
 
 @flow(name="distill", validate_parameters=False)

@@ -299,3 +299,23 @@ def test_section_hash_is_stable_and_sensitive():
     assert len(section_hash(a.prepare)) == 64
     # plain mappings hash independent of key order
     assert section_hash({"x": 1, "y": 2}) == section_hash({"y": 2, "x": 1})
+
+
+# ---------------------------------------------------------------------------- per-dataset train_flow
+def test_train_flow_per_dataset_overrides_only_that_dataset():
+    p = parse_params({"train_flow": {"min_steps": 7, "per_dataset": {"spirals": {"min_steps": 500,
+                                                                                 "lambda_cost": 0.3}}}})
+    spirals, moons = p.train_flow.for_dataset("spirals"), p.train_flow.for_dataset("moons")
+    assert (spirals.min_steps, spirals.lambda_cost) == (500, 0.3)
+    assert (moons.min_steps, moons.lambda_cost) == (7, p.train_flow.lambda_cost)
+    assert spirals.per_dataset == {} and spirals.epochs == p.train_flow.epochs
+
+
+@pytest.mark.parametrize(("override", "pattern"), [
+    ({"spirals": {"min_stepz": 5}}, r"per_dataset\.spirals: unknown keys \['min_stepz'\]; valid keys: .*min_steps"),
+    ({"spiral": {"min_steps": 5}}, r"unknown dataset 'spiral' \(did you mean 'spirals'\?\)"),
+    ({"spirals": {"min_steps": -5}}, r"per_dataset\.spirals: min_steps: Input should be greater than or equal to 0"),
+])
+def test_train_flow_per_dataset_errors_name_the_problem(override, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        parse_params({"train_flow": {"per_dataset": override}})
