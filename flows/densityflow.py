@@ -26,6 +26,7 @@ from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
 from recourselab.io import read_json, write_json, write_parquet
 from recourselab.metrics import query_set, summarize_seeds, validity_metrics
+from recourselab.metrics.plausibility import density_variance_spearman, ensemble_uncertainty, inlier_rates
 from recourselab.models import load_ensemble
 from recourselab.models.ensemble import MANIFEST
 from recourselab.orchestration import (
@@ -40,7 +41,11 @@ from recourselab.orchestration import (
     threads_per_task,
 )
 
-CODE = ("recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics")
+CODE = ("recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics.robustness")
+#: ``generate`` also reports plausibility (its cache key covers that module too).
+GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility")
+#: Test rows of the RQ2 check (Spearman of -S and the ensemble variance).
+RQ2_ROWS = 2000
 TRAIN_KEYS = ("lambda_valid", "lambda_cost", "lambda_den", "noise_ratio", "lambda_noise", "beta", "score_mode",
               "hidden", "epochs", "min_steps", "density_quantile", "batch_size", "lr_g", "lr_phi", "weight_decay",
               "warmup_epochs", "ema_decay", "adjoint", "max_train_rows")
@@ -135,12 +140,15 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         q = query_set(box.query(Xte, budget="evaluation"), yte, section["max_queries"])
         res = model.generate(Xte[q], target=_flip(yte[q], schema.n_classes))
         out = box.query(res.counterfactuals, budget="evaluation")
+        X, y = prepared.arrays("train")
+        plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, seed=seed),
+                     **ensemble_uncertainty(out, res.target), "rq2": _rq2(model, box, Xte, yte, seed)}
     distilled = read_json(Path(flow_dir) / "distill.json") if (Path(flow_dir) / "distill.json").is_file() else {}
     metrics = {**validity_metrics(out, res.target), "cost_l1": float(res.cost_l1.mean()),
                "cost_l2": float(res.cost_l2.mean()), "density": float(res.density.mean()),
                "surrogate_validity": float(res.surrogate_valid.mean()), "n_queries": int(len(q)),
                "queries_used": int(distilled.get("queries_used", 0)),
-               "evaluation_queries": int(box.used("evaluation"))}
+               "evaluation_queries": int(box.used("evaluation")), **plausible}
     table = pd.DataFrame({"row_id": row_id[q], "target": res.target})
     table[[f"cf__{c}" for c in schema.encoded_columns]] = res.counterfactuals
     table = pd.concat([table, res.counterfactuals_original.add_prefix("cf_original__")], axis=1)
@@ -155,6 +163,18 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         "metrics.json": lambda p: write_json(p, metrics)})
 
 
+def _rq2(model: DensityFlow, box: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:
+    """Spearman(-S(x | y), Var_m p_m(y | x)) on up to :data:`RQ2_ROWS` test rows, bootstrap 95% CI."""
+    import torch
+
+    rows = np.sort(np.random.default_rng(seed).permutation(len(y))[:RQ2_ROWS])
+    with torch.no_grad():
+        density = model.surrogate.score(torch.as_tensor(X[rows], dtype=torch.float32, device=model.device),
+                                        torch.as_tensor(y[rows], device=model.device)).cpu().numpy()
+    proba = box.query(X[rows], budget="evaluation").member_proba[:, np.arange(len(rows)), y[rows]]
+    return density_variance_spearman(density, proba.var(axis=0), seed=seed)
+
+
 def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:
     """sha256 of the manifest entries of ``members`` (models tuned only for DISCOVER do not count)."""
     entries = read_json(Path(ensemble_dir) / MANIFEST)["members"]
@@ -162,8 +182,8 @@ def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:
 
 
 def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any], cache_root: Path,
-           upstream_dirs: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
-    code = code_fingerprint(*CODE)
+           upstream_dirs: list[str], code_modules: tuple[str, ...] = CODE) -> tuple[list[dict[str, Any]], list[str]]:
+    code = code_fingerprint(*code_modules)
     n_threads = threads_per_task(params.orchestration.max_workers)
     members = list(params.tune_ensemble.members)
     calls, keys = [], []
@@ -179,8 +199,9 @@ def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[s
 
 
 def _run(step_task: Any, params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any],
-         out_root: Path, cache_root: Path, upstream: list[str]) -> list[SeedResult]:
-    calls, keys = _calls(params, dataset, roots, section, cache_root, upstream)
+         out_root: Path, cache_root: Path, upstream: list[str],
+         code_modules: tuple[str, ...] = CODE) -> list[SeedResult]:
+    calls, keys = _calls(params, dataset, roots, section, cache_root, upstream, code_modules)
     out_dirs = [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]
     return run_tasks(step_task, calls, out_dirs, Path(cache_root) / "results", keys=keys)
 
@@ -206,7 +227,7 @@ def generate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
                   out_root: Path, metrics_root: Path, cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root}
     results = _run(generate, params, dataset, roots, params.generate.model_dump(mode="json"), out_root,
-                   cache_root, ["prepared", "ensemble", "flow"])
+                   cache_root, ["prepared", "ensemble", "flow"], GENERATE_CODE)
     per_seed = {s: read_json(Path(out_root) / dataset / f"seed={s}" / "metrics.json") for s in params.seeds}
     write_json(Path(metrics_root) / dataset / "densityflow.json", summarize_seeds(per_seed))
     return results

@@ -58,6 +58,12 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     valid = np.mean([(table[f"label__{m}"] == table["target"]).mean() for m in ("knn", "xgboost")])
     assert seed0["mean_per_model"] == valid
     assert summary["summary"]["cost_l2"]["mean"] == table["cost_l2"].mean()
+    # plausibility and the RQ2 check are reported with the headline metrics
+    assert 0.0 <= seed0["lof_inlier_rate"] <= 1.0 and 0.0 <= seed0["iforest_inlier_rate"] <= 1.0
+    assert seed0["disagreement"] >= 0.0 and seed0["mutual_information"] >= -1e-12
+    rq2 = seed0["rq2"]
+    assert rq2["n"] > 25 and rq2["ci_low"] <= rq2["ci_high"]
+    assert "rq2.rho" in summary["summary"]
 
     df_module.run(df_module.generate_flow, params, **gen)
     assert len(calls) == 1, "second generate run was not a cache hit"

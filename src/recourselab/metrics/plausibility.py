@@ -1,0 +1,84 @@
+"""Plausibility and robustness-under-multiplicity metrics of counterfactuals (DensityFlow paper, section 5).
+
+- LOF and IsolationForest inlier rates: per target class, both detectors are fitted on the
+  training rows of that class (encoded space) and asked whether each counterfactual of that
+  target is an inlier.
+- Ensemble disagreement: variance over the members of p_m(y* | x'), averaged over rows.
+- Mutual information (epistemic uncertainty of the ensemble): H(mean_m p_m) - mean_m H(p_m).
+- RQ2 check: Spearman correlation of -S(x | y) (the density score) with the ensemble
+  variance Var_m p_m(y | x) on test points, with a percentile bootstrap confidence interval.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+from sklearn.ensemble import IsolationForest
+from sklearn.neighbors import LocalOutlierFactor
+
+from recourselab.errors import DataError
+from recourselab.models.oracle import EnsembleOutput
+
+
+def inlier_rates(cf: np.ndarray, target: np.ndarray, X_train: np.ndarray, y_train: np.ndarray, *,
+                 seed: int = 0, n_neighbors: int = 20, max_fit_rows: int = 5000) -> dict[str, float]:
+    """Fraction of counterfactuals (n, d) that LOF and IsolationForest call inliers of their target class.
+
+    The detectors of class c are fitted on at most ``max_fit_rows`` training rows (n_train, d)
+    labelled c. Returns ``lof_inlier_rate`` and ``iforest_inlier_rate`` in [0, 1].
+    """
+    cf, target = np.asarray(cf, dtype=float), np.asarray(target)
+    if len(cf) != len(target):
+        raise DataError(f"{len(cf)} counterfactuals but {len(target)} targets")
+    lof_ok = np.zeros(len(cf), dtype=bool)
+    iso_ok = np.zeros(len(cf), dtype=bool)
+    for c in np.unique(target):
+        rows = np.flatnonzero(y_train == c)
+        if len(rows) < 3:
+            raise DataError(f"class {c} has {len(rows)} training rows; plausibility needs at least 3")
+        if len(rows) > max_fit_rows:
+            rows = np.sort(np.random.default_rng(seed).choice(rows, max_fit_rows, replace=False))
+        ref = X_train[rows]
+        mine = target == c
+        lof = LocalOutlierFactor(n_neighbors=min(n_neighbors, len(ref) - 1), novelty=True).fit(ref)
+        lof_ok[mine] = lof.predict(cf[mine]) == 1
+        iso = IsolationForest(random_state=seed, n_jobs=1).fit(ref)
+        iso_ok[mine] = iso.predict(cf[mine]) == 1
+    return {"lof_inlier_rate": float(lof_ok.mean()), "iforest_inlier_rate": float(iso_ok.mean())}
+
+
+def ensemble_uncertainty(output: EnsembleOutput, target: np.ndarray) -> dict[str, float]:
+    """Mean disagreement Var_m p_m(y* | x') and mean mutual information of the ensemble (nats)."""
+    P = output.member_proba  # (M, n, K)
+    target = np.asarray(target)
+    p_target = P[:, np.arange(P.shape[1]), target]  # (M, n)
+
+    def entropy(p: np.ndarray) -> np.ndarray:
+        return -(p * np.log(np.clip(p, 1e-12, 1.0))).sum(axis=-1)
+
+    mi = entropy(P.mean(axis=0)) - entropy(P).mean(axis=0)
+    return {"disagreement": float(p_target.var(axis=0).mean()), "mutual_information": float(mi.mean())}
+
+
+def density_variance_spearman(density: np.ndarray, variance: np.ndarray, *, n_boot: int = 1000, seed: int = 0,
+                              level: float = 0.95) -> dict[str, Any]:
+    """RQ2: Spearman(-S, Var p) over test points (n,), with a percentile bootstrap CI.
+
+    Returns ``rho``, ``ci_low``, ``ci_high`` and ``n``; ``rho`` is NaN when either input is constant.
+    """
+    s, v = -np.asarray(density, dtype=float), np.asarray(variance, dtype=float)
+    if s.shape != v.shape or s.ndim != 1:
+        raise DataError(f"density and variance must be 1-D of the same length, got {s.shape} and {v.shape}")
+    rho = float(spearmanr(s, v).statistic)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(s), size=(n_boot, len(s)))
+    boots = np.array([spearmanr(s[i], v[i]).statistic for i in idx], dtype=float)
+    boots = boots[np.isfinite(boots)]
+    tail = (1.0 - level) / 2.0
+    low, high = (np.quantile(boots, [tail, 1.0 - tail]) if len(boots) else (np.nan, np.nan))
+    return {"rho": rho, "ci_low": float(low), "ci_high": float(high), "n": int(len(s))}
+
+
+__all__ = ["density_variance_spearman", "ensemble_uncertainty", "inlier_rates"]

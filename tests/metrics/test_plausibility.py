@@ -1,0 +1,63 @@
+"""Plausibility metrics: LOF / IsolationForest inlier rates, ensemble uncertainty, RQ2 Spearman."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from recourselab.errors import DataError
+from recourselab.metrics.plausibility import density_variance_spearman, ensemble_uncertainty, inlier_rates
+from recourselab.models.oracle import EnsembleOutput
+
+
+def _two_blobs(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(-3.0, 0.5, (n, 2)), rng.normal(3.0, 0.5, (n, 2))])
+    y = np.repeat([0, 1], n)
+    return X, y
+
+
+def test_counterfactuals_inside_their_target_class_are_inliers_and_far_ones_are_not():
+    X, y = _two_blobs()
+    target = np.array([1, 1, 0, 0])
+    inside = np.array([[3.0, 3.0], [2.9, 3.1], [-3.0, -3.0], [-3.1, -2.9]])
+    assert inlier_rates(inside, target, X, y) == {"lof_inlier_rate": 1.0, "iforest_inlier_rate": 1.0}
+    # in the other class's blob: outliers of the target class
+    swapped = inlier_rates(inside, 1 - target, X, y)
+    assert swapped == {"lof_inlier_rate": 0.0, "iforest_inlier_rate": 0.0}
+    half = inlier_rates(np.array([[3.0, 3.0], [40.0, 40.0]]), np.array([1, 1]), X, y, max_fit_rows=100)
+    assert half == {"lof_inlier_rate": 0.5, "iforest_inlier_rate": 0.5}
+
+
+def test_inlier_rates_reject_mismatched_inputs_and_tiny_classes():
+    X, y = _two_blobs()
+    with pytest.raises(DataError, match="3 counterfactuals but 2 targets"):
+        inlier_rates(np.zeros((3, 2)), np.array([0, 1]), X, y)
+    with pytest.raises(DataError, match="class 2 has 0 training rows"):
+        inlier_rates(np.zeros((1, 2)), np.array([2]), X, y)
+
+
+def test_ensemble_uncertainty_is_zero_on_agreement_and_maximal_on_opposite_votes():
+    agree = EnsembleOutput(("a", "b"), np.array([[[0.2, 0.8]], [[0.2, 0.8]]]))
+    out = ensemble_uncertainty(agree, np.array([1]))
+    assert out["disagreement"] == 0.0 and abs(out["mutual_information"]) < 1e-9
+    opposite = EnsembleOutput(("a", "b"), np.array([[[0.0, 1.0]], [[1.0, 0.0]]]))
+    out = ensemble_uncertainty(opposite, np.array([1]))
+    assert out["disagreement"] == pytest.approx(0.25) and out["mutual_information"] == pytest.approx(math.log(2))
+
+
+def test_rq2_spearman_of_monotone_data_is_one_with_a_bootstrap_interval():
+    rng = np.random.default_rng(0)
+    density = rng.normal(size=200)
+    variance = np.exp(-density)  # lower density, higher variance
+    out = density_variance_spearman(density, variance, n_boot=200)
+    assert out["rho"] == pytest.approx(1.0) and out["n"] == 200
+    assert out["ci_low"] == pytest.approx(1.0) and out["ci_high"] == pytest.approx(1.0)
+    noisy = density_variance_spearman(density, variance + rng.normal(0, 0.5, 200), n_boot=200, seed=1)
+    assert noisy["ci_low"] <= noisy["rho"] <= noisy["ci_high"] and 0.0 < noisy["rho"] < 1.0
+    assert density_variance_spearman(density, variance, n_boot=50, seed=3) == \
+        density_variance_spearman(density, variance, n_boot=50, seed=3)
+    with pytest.raises(DataError, match="same length"):
+        density_variance_spearman(density, variance[:10])
