@@ -111,7 +111,7 @@ def bench_speed(params: Params) -> dict[str, Any]:
     X = np.concatenate([prepared.arrays(s)[0] for s in ("train", "val", "test")])
     scores = model.predict_proba(X)[:, prepared.schema.favourable_index]
     out: dict[str, Any] = {"reference": {}, "config": "COMPAS + LightGBM, N=10 T=20 M=10 k=3 h=3 monte_carlo"}
-    log.info("speed: COMPAS + LightGBM, reference configuration (solver defaults)")
+    log.info("speed: COMPAS + LightGBM, reference configuration (N=10 T=20 M=10 k=3 h=3 step 0.5)")
     log.info("%7s %9s %10s %9s %8s %8s %6s", "n", "wall [s]", "paper [s]", "speed-up", "OT(x)", "OT(y)",
              "target")
     for n in SIZES:
