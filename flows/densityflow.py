@@ -40,12 +40,15 @@ from recourselab.orchestration import (
     task_runner,
     threads_per_task,
 )
+from recourselab.report.densityflow_plots import densityflow_figures
 
 CODE = ("recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics.robustness")
 #: ``generate`` also reports plausibility (its cache key covers that module too).
-GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility")
+GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility", "recourselab.report.densityflow_plots")
 #: Test rows of the RQ2 check (Spearman of -S and the ensemble variance).
 RQ2_ROWS = 2000
+#: Queries whose ODE paths are drawn in ``trajectories.png`` (2-D datasets).
+TRAJECTORY_ROWS = 60
 TRAIN_KEYS = ("lambda_valid", "lambda_cost", "lambda_den", "noise_ratio", "lambda_noise", "beta", "score_mode",
               "hidden", "epochs", "min_steps", "density_quantile", "batch_size", "lr_g", "lr_phi", "weight_decay",
               "warmup_epochs", "ema_decay", "adjoint", "max_train_rows")
@@ -143,6 +146,11 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         X, y = prepared.arrays("train")
         plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, seed=seed),
                      **ensemble_uncertainty(out, res.target), "rq2": _rq2(model, box, Xte, yte, seed)}
+        paths = None
+        if Xte.shape[1] == 2:  # a separate solve for the figure: the counterfactuals above stay as they are
+            sub = q[:TRAJECTORY_ROWS]
+            paths = model.generate(Xte[sub], target=_flip(yte[sub], schema.n_classes),
+                                   return_trajectories=True).trajectories
     distilled = read_json(Path(flow_dir) / "distill.json") if (Path(flow_dir) / "distill.json").is_file() else {}
     metrics = {**validity_metrics(out, res.target), "cost_l1": float(res.cost_l1.mean()),
                "cost_l2": float(res.cost_l2.mean()), "density": float(res.density.mean()),
@@ -158,9 +166,12 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         table[f"label__{name}"] = labels
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "params_hash": section_hash(section),
                   "code_version": __version__, "code_hash": code}
+    figures = densityflow_figures(metrics, X=X, y=y, trajectories=paths,
+                                  target=None if paths is None else _flip(yte[q[:TRAJECTORY_ROWS]], schema.n_classes),
+                                  title=f"{dataset} seed={seed}")
     return stage_artifacts(Path(staging_root) / "generate" / dataset / f"seed={seed}", {
         "counterfactuals.parquet": lambda p: write_parquet(p, table, provenance),
-        "metrics.json": lambda p: write_json(p, metrics)})
+        "metrics.json": lambda p: write_json(p, metrics), **figures})
 
 
 def _rq2(model: DensityFlow, box: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:

@@ -64,6 +64,10 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     rq2 = seed0["rq2"]
     assert rq2["n"] > 25 and rq2["ci_low"] <= rq2["ci_high"]
     assert "rq2.rho" in summary["summary"]
+    for figure in ("validity.png", "trajectories.png"):  # moons is 2-D: both figures
+        assert (out.parent / figure).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
+    first = len(calls)  # counterfactuals + the trajectory figure's solve (moons is 2-D)
+    assert first == 2
     df_module.run(df_module.generate_flow, params, **gen)
-    assert len(calls) == 1, "second generate run was not a cache hit"
+    assert len(calls) == first, "second generate run was not a cache hit"

@@ -1,0 +1,95 @@
+"""Figures of one DensityFlow run (one dataset and seed), written by the ``generate`` stage.
+
+- ``validity.png``: validity of the counterfactuals for every ensemble member, with the mean
+  per-model (the paper's headline) and the unanimous validity as lines;
+- ``trajectories.png`` (2-D datasets only): the training data by class and the ODE paths of
+  some queries from the factual (circle) to the counterfactual (cross), coloured by target.
+
+Drawn on matplotlib's object-oriented Agg canvas (no pyplot state, safe in worker processes);
+PNG files are written atomically (:func:`recourselab.io.atomic_path`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from recourselab.errors import DataError
+from recourselab.io import atomic_path
+
+DPI = 110
+CLASS_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3")
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    FigureCanvasAgg(fig)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": None})
+    return Path(path)
+
+
+def plot_validity(path: str | Path, per_model: Mapping[str, float], *, mean: float, unanimous: float,
+                  title: str = "") -> Path:
+    """Bar chart of the per-member validity (fractions in [0, 1])."""
+    if not per_model:
+        raise DataError("plot_validity needs at least one member")
+    fig = Figure(figsize=(6.0, 3.4))
+    ax = fig.add_subplot()
+    names = list(per_model)
+    ax.bar(names, [per_model[n] for n in names], color="#4c72b0")
+    ax.axhline(mean, color="#dd8452", lw=1.5, label=f"mean per-model {mean:.3f}")
+    ax.axhline(unanimous, color="#55a868", lw=1.5, ls="--", label=f"unanimous {unanimous:.3f}")
+    ax.set_ylim(0.0, 1.05)
+    ax.set_ylabel("validity")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(title or "counterfactual validity per ensemble member", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_trajectories(path: str | Path, X: np.ndarray, y: np.ndarray, trajectories: np.ndarray,
+                      target: np.ndarray, *, title: str = "") -> Path:
+    """Training rows X (n, 2) by class y (n,) and ODE paths (n_points, m, 2) of m queries towards ``target`` (m,)."""
+    X, trajectories = np.asarray(X, dtype=float), np.asarray(trajectories, dtype=float)
+    if X.ndim != 2 or X.shape[1] != 2 or trajectories.ndim != 3 or trajectories.shape[2] != 2:
+        raise DataError(f"trajectory plots need 2-D data: got rows {X.shape} and paths {trajectories.shape}")
+    fig = Figure(figsize=(5.0, 5.0))
+    ax = fig.add_subplot()
+    for c in np.unique(y):
+        pts = X[y == c]
+        ax.scatter(pts[:, 0], pts[:, 1], s=4, alpha=0.25, color=CLASS_COLOURS[int(c) % len(CLASS_COLOURS)],
+                   label=f"class {c}")
+    for i in range(trajectories.shape[1]):
+        colour = CLASS_COLOURS[int(target[i]) % len(CLASS_COLOURS)]
+        path_i = trajectories[:, i]
+        ax.plot(path_i[:, 0], path_i[:, 1], color=colour, lw=0.9)
+        ax.scatter(*path_i[0], s=14, facecolors="none", edgecolors="black", lw=0.7)
+        ax.scatter(*path_i[-1], s=20, marker="x", color="black", lw=0.9)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.legend(loc="upper right", fontsize=8, markerscale=3)
+    ax.set_title(title or "DensityFlow paths (o factual, x counterfactual)", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def densityflow_figures(metrics: Mapping[str, Any], *, X: np.ndarray | None = None, y: np.ndarray | None = None,
+                        trajectories: np.ndarray | None = None, target: np.ndarray | None = None,
+                        title: str = "") -> dict[str, Callable[[Path], Path]]:
+    """File name -> writer of the figures of one run; ``trajectories.png`` only for 2-D data with paths."""
+    prefix = f"{title}: " if title else ""
+    writers: dict[str, Callable[[Path], Path]] = {
+        "validity.png": lambda p: plot_validity(p, metrics["per_model"], mean=metrics["mean_per_model"],
+                                                unanimous=metrics["unanimous"], title=f"{prefix}validity per member"),
+    }
+    if trajectories is not None and X is not None and X.shape[1] == 2:
+        writers["trajectories.png"] = lambda p: plot_trajectories(p, X, y, trajectories, target,
+                                                                  title=f"{prefix}DensityFlow paths")
+    return writers
+
+
+__all__ = ["densityflow_figures", "plot_trajectories", "plot_validity"]
