@@ -166,7 +166,7 @@ def test_density_quantile_margins_are_per_class_quantiles(moons, trained):
     import torch
 
     X, y = moons.arrays("train")
-    xt, yt = torch.as_tensor(X[:200], dtype=torch.float32), torch.tensor(y[:200])
+    xt, yt = torch.tensor(X[:200], dtype=torch.float32), torch.tensor(y[:200])
     assert trained.density_margin(xt, yt, 1 - yt) == trained.config.margin  # off by default
     trained.with_settings(density_quantile=0.25)
     try:
