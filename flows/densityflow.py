@@ -140,12 +140,13 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         model = DensityFlow.load(flow_dir, schema=schema, device=device)
         model.with_settings(n_starts=section["n_starts"], jitter=section["jitter"])
         box = _ensemble(ensemble_dir, schema, members)
-        q = query_set(box.query(Xte, budget="evaluation"), yte, section["max_queries"])
+        test_out = box.query(Xte, budget="evaluation")
+        q = query_set(test_out, yte, section["max_queries"])
         res = model.generate(Xte[q], target=_flip(yte[q], schema.n_classes))
         out = box.query(res.counterfactuals, budget="evaluation")
         X, y = prepared.arrays("train")
         plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, seed=seed),
-                     **ensemble_uncertainty(out, res.target), "rq2": _rq2(model, box, Xte, yte, seed)}
+                     **ensemble_uncertainty(out, res.target), "rq2": _rq2(model, test_out, Xte, yte, seed)}
         paths = None
         if Xte.shape[1] == 2:  # a separate solve for the figure: the counterfactuals above stay as they are
             sub = q[:TRAJECTORY_ROWS]
@@ -174,15 +175,18 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         "metrics.json": lambda p: write_json(p, metrics), **figures})
 
 
-def _rq2(model: DensityFlow, box: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:
-    """Spearman(-S(x | y), Var_m p_m(y | x)) on up to :data:`RQ2_ROWS` test rows, bootstrap 95% CI."""
+def _rq2(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:
+    """Spearman(-S(x | y), Var_m p_m(y | x)) on up to :data:`RQ2_ROWS` test rows, bootstrap 95% CI.
+
+    ``out`` is the ensemble's output on all rows of ``X`` (already queried for the query set).
+    """
     import torch
 
     rows = np.sort(np.random.default_rng(seed).permutation(len(y))[:RQ2_ROWS])
     with torch.no_grad():
         density = model.surrogate.score(torch.as_tensor(X[rows], dtype=torch.float32, device=model.device),
                                         torch.as_tensor(y[rows], device=model.device)).cpu().numpy()
-    proba = box.query(X[rows], budget="evaluation").member_proba[:, np.arange(len(rows)), y[rows]]
+    proba = out.member_proba[:, rows, y[rows]]
     return density_variance_spearman(density, proba.var(axis=0), seed=seed)
 
 
