@@ -61,3 +61,12 @@ def test_dce_returns_valid_actionable_counterfactuals(toy, mlp):
 def test_dce_rejects_non_differentiable_models(toy):
     with pytest.raises(TypeError, match="differentiable"):
         DCE(toy.model, schema=toy.schema)
+
+
+def test_dce_stop_certified_ends_at_the_first_certified_edited_iterate(toy, mlp):
+    kw = dict(max_iter=10, metric_projections=200, U_x=100.0, U_y=10.0)
+    res = DCE(mlp, schema=toy.schema, stop="certified", **kw).explain(toy.factuals, TARGET)
+    log = res.log
+    ok = (log["feasible"] & (log["edited_rows"] > 0)).to_numpy()
+    assert ok[-1] and not ok[:-1].any() and res.feasible
+    assert len(DCE(mlp, schema=toy.schema, **kw).explain(toy.factuals, TARGET).log) == 11

@@ -114,6 +114,22 @@ def test_feasible_runs_return_a_certified_edited_iterate(toy):
     assert res.log["feasible"].iloc[res.iteration]
 
 
+def test_stop_certified_returns_the_first_certified_edited_iterate(toy):
+    loose = dict(U_x=100.0, U_y=10.0, max_iter=12)
+    first = _run(toy, stop="certified", **loose)
+    full = _run(toy, stop="stalled", patience=100, **loose)
+    log = first.log
+    assert first.feasible and first.metrics["edited_rows"] > 0
+    assert first.iteration == len(log) - 1  # the run ended at the first certified edited iterate
+    assert not (log["feasible"] & (log["edited_rows"] > 0)).iloc[:-1].any()
+    assert len(full.log) == 13 and len(log) < len(full.log)  # the stalled rule runs on to T
+    # both runs share the iterations up to the stop (same seed, same proposals)
+    common = ["Q", "OT_x", "OT_y", "eta", "edited_rows"]
+    assert np.allclose(log[common].to_numpy(float), full.log[common].iloc[:len(log)].to_numpy(float))
+    with pytest.raises(ConfigError, match="stalled, certified"):
+        DiscoverSettings(stop="first")
+
+
 def test_uncertifiable_runs_say_so_plainly(toy):
     res = _run(toy, U_x=1e-6, U_y=1e-6, max_iter=3, expect_warning=True)
     assert res.feasible is False and res.metrics["feasible"] is False

@@ -166,7 +166,7 @@ class DCE:
                             "accepted": True, "edited_rows": edited, "queries": self.queries})
             if feasible and edited:
                 kept[t] = X.copy()
-            if t == s.max_iter:
+            if t == s.max_iter or (s.stop == "certified" and feasible and edited):
                 break
             Xt = torch.tensor(X, dtype=torch.float64, requires_grad=True)
             target_x = torch.as_tensor(np.take_along_axis(ref_x, m.rank_x, axis=1))  # (N, n)

@@ -18,6 +18,8 @@ from typing import Any
 from recourselab.errors import ConfigError
 
 ACTIONABILITY = ("increasing", "decreasing", "fixed")
+#: Stopping rules of the outer loop (see ``DiscoverSettings.stop``).
+STOP_RULES = ("stalled", "certified")
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,16 @@ class DiscoverSettings:
         Default 0.15 (at n = 50 this certifies roughly OT(y) <= 0.15-0.2).
     eta_l, eta_r : initial interval [l, r] of the trade-off eta. Defaults 0.2 and 1.0.
     kappa : interval-narrowing factor. Default 0.05.
-    patience : stop early after this many consecutive feasible iterations whose selected
-        candidate improved Q by at most ``tol`` (relative). Default 5.
+    stop : stopping rule, a key of :data:`STOP_RULES`. ``"stalled"`` (default): run to T, or
+        stop after ``patience`` consecutive certified iterations whose selected candidate
+        improved Q by at most ``tol``; the returned iterate is the best certified one, so the
+        search keeps trading input proximity in the N-direction view for output alignment
+        while the certificate holds. ``"certified"``: stop at the first certified edited
+        iterate, the least intervention the search reaches that the certificate accepts (lower
+        OT(x), higher OT(y); with few directions it also avoids fitting the N projections
+        while the many-direction OT(x) grows). DCE honours the same rule.
+    patience : with ``stop="stalled"``, stop early after this many consecutive feasible
+        iterations whose selected candidate improved Q by at most ``tol`` (relative). Default 5.
     tol : relative improvement counted as a stall. Default 1e-6.
 
     Proposals (OT-guided cone sampling)
@@ -119,6 +129,7 @@ class DiscoverSettings:
     eta_l: float = 0.2
     eta_r: float = 1.0
     kappa: float = 0.05
+    stop: str = "stalled"
     patience: int = 5
     tol: float = 1e-6
     cone_angle: float = math.pi / 4
@@ -171,6 +182,8 @@ class DiscoverSettings:
             if rule not in ACTIONABILITY:
                 raise ConfigError(f"actionability of {name!r}: unknown rule {rule!r}; valid: "
                                   f"{', '.join(ACTIONABILITY)}")
+        if self.stop not in STOP_RULES:
+            raise ConfigError(f"unknown DISCOVER stop rule {self.stop!r}; valid: {', '.join(STOP_RULES)}")
         from recourselab.discover.strategies import get_strategy
 
         get_strategy(self.strategy)  # unknown names list the valid ones
@@ -193,4 +206,4 @@ class DiscoverSettings:
         return d
 
 
-__all__ = ["ACTIONABILITY", "DiscoverSettings"]
+__all__ = ["ACTIONABILITY", "STOP_RULES", "DiscoverSettings"]

@@ -17,7 +17,8 @@ One outer iteration on the current iterate X (n, d):
 5. the arg-min is applied (ties keep X).
 
 The run stops after ``max_iter`` iterations or when the iterate is certified feasible and Q
-has stalled for ``patience`` iterations. It returns the best feasible edited iterate (min Q
+has stalled for ``patience`` iterations (``stop="stalled"``), or at the first certified edited
+iterate (``stop="certified"``). It returns the best feasible edited iterate (min Q
 under the final eta) if there is one, else the last iterate with ``feasible=False``.
 
 All objective values, UCLs and thresholds are squared Wasserstein-2 quantities.
@@ -380,7 +381,8 @@ class Discover:
             records.append(rec)
             q_rows.append(m.row_scores(eta))
             stall = stall + 1 if feasible and t > 0 and records[-2]["improvement"] <= s.tol else 0
-            if t == s.max_iter or (feasible and stall >= s.patience):
+            done = (changed.any() if s.stop == "certified" else stall >= s.patience)
+            if t == s.max_iter or (feasible and done):
                 rec["improvement"] = 0.0
                 break
             scores = q_rows[-1]
