@@ -3,7 +3,8 @@
 Per model of ``discover.models`` and seed: ``discover.n_factuals`` rows of the test split that
 the model predicts unfavourable, DISCOVER towards the target y* (default 1 - Beta(0.1, 0.9)).
 Writes counterfactuals.parquet, log.parquet (per-iteration log with the row scores q_i),
-metrics.json and the figures output_cdf.png, feature_cdfs.png, shift.png, row_scores.png;
+metrics.json and the figures output_cdf.png, feature_cdfs.png, shift.png, row_scores.png,
+trajectory.png;
 over seeds and models: data/metrics/<dataset>/discover.json.
 """
 

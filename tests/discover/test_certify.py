@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from recourselab.discover.certify import dkw_epsilon, eta_rule, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.certify import dkw_epsilon, eta_rule, first_certified, is_feasible, ucl_sw2, ucl_w2
 from recourselab.discover.ot import random_directions, sliced_wasserstein_sq, wasserstein_1d_sq
 
 
@@ -109,3 +110,9 @@ def test_is_feasible_is_strict():
     assert is_feasible(0.9, 0.4, 1.0, 0.5)
     assert not is_feasible(1.0, 0.4, 1.0, 0.5)
     assert not is_feasible(0.9, 0.5, 1.0, 0.5)
+
+
+def test_first_certified_skips_unedited_and_uncertified_iterates():
+    log = pd.DataFrame({"feasible": [True, False, True, True], "edited_rows": [0, 3, 4, 5]})
+    assert first_certified(log) == 2  # iterate 0 is certified but unedited: not a success
+    assert first_certified(log.assign(feasible=False)) is None

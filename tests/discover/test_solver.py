@@ -121,6 +121,8 @@ def test_stop_certified_returns_the_first_certified_edited_iterate(toy):
     log = first.log
     assert first.feasible and first.metrics["edited_rows"] > 0
     assert first.iteration == len(log) - 1  # the run ended at the first certified edited iterate
+    assert first.metrics["first_certified_iteration"] == first.iteration
+    assert full.metrics["first_certified_iteration"] == first.iteration
     assert not (log["feasible"] & (log["edited_rows"] > 0)).iloc[:-1].any()
     assert len(full.log) == 13 and len(log) < len(full.log)  # the stalled rule runs on to T
     # both runs share the iterations up to the stop (same seed, same proposals)

@@ -22,6 +22,7 @@ from recourselab.report.discover_plots import (
     plot_feature_cdfs,
     plot_row_scores,
     plot_shift,
+    plot_trajectory,
     write_discover_figures,
 )
 
@@ -107,3 +108,15 @@ def test_mismatched_inputs_fail_before_writing(run, tmp_path):
     with pytest.raises(DataError, match="must both be encoded rows"):
         plot_shift(tmp_path / "s.png", result.factuals, result.counterfactuals[:5], schema)
     assert not list(tmp_path.iterdir())
+
+
+def test_trajectory_marks_the_first_certified_iterate_and_rejects_bad_logs(run, tmp_path):
+    _, result = run
+    m = result.metrics
+    _assert_png(plot_trajectory(tmp_path / "t.png", result.log, U_x=m["U_x"], U_y=m["U_y"],
+                                returned=result.iteration))
+    with pytest.raises(DataError, match=r"missing \['UCL_y'\]"):
+        plot_trajectory(tmp_path / "bad.png", result.log.drop(columns=["UCL_y"]), U_x=1.0, U_y=1.0)
+    with pytest.raises(DataError, match="thresholds must be positive"):
+        plot_trajectory(tmp_path / "bad.png", result.log, U_x=0.0, U_y=1.0)
+    assert not (tmp_path / "bad.png").exists()

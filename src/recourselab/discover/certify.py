@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import pandas as pd
 
 from recourselab.errors import DataError
 
@@ -155,4 +156,13 @@ def is_feasible(ucl_x: float, ucl_y: float, U_x: float, U_y: float) -> bool:
     return bool(ucl_x < U_x and ucl_y < U_y)
 
 
-__all__ = ["EtaStep", "dkw_epsilon", "eta_rule", "is_feasible", "ucl_sw2", "ucl_w2"]
+def first_certified(log: pd.DataFrame) -> int | None:
+    """Position in a run ``log`` of the first certified iterate with an edited row, else None.
+
+    ``log`` needs the columns ``feasible`` and ``edited_rows`` (``DiscoverResult.log``).
+    """
+    ok = (log["feasible"].astype(bool) & (log["edited_rows"] > 0)).to_numpy()
+    return int(np.argmax(ok)) if ok.any() else None
+
+
+__all__ = ["EtaStep", "dkw_epsilon", "eta_rule", "first_certified", "is_feasible", "ucl_sw2", "ucl_w2"]

@@ -44,9 +44,13 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 
 def summarize_seeds(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-    """Mean and std over seeds of every numeric (possibly nested) metric."""
+    """Mean and std over seeds of every numeric (possibly nested) metric.
+
+    A metric missing or None in some seeds (e.g. an iteration that never happened) is
+    summarised over the seeds that have it.
+    """
     flat = {s: _flatten(m) for s, m in per_seed.items()}
-    keys = next(iter(flat.values())).keys()
+    keys = dict.fromkeys(k for f in flat.values() for k in f)
     summary = {}
     for k in keys:
         values = [flat[s][k] for s in flat if k in flat[s]]

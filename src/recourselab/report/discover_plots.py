@@ -7,7 +7,10 @@
 - ``shift.png``: per-row shifts in the plane of two features (arrows factual -> counterfactual
   for the edited rows, unedited rows as grey points);
 - ``row_scores.png``: heatmap of the row scores q_i (Prop. 3.1) over the iterations, with the
-  editable top-k rows of every iteration marked (filled: the selected candidate was accepted).
+  editable top-k rows of every iteration marked (filled: the selected candidate was accepted);
+- ``trajectory.png``: the run over the iterations: the objective terms OT_x, OT_y, the
+  certificate (UCL_x / U_x and UCL_y / U_y, certified while both are below 1) and eta with its
+  narrowed interval; the first certified edited iterate and the returned one are marked.
 
 Figures are drawn on matplotlib's object-oriented Agg canvas (no pyplot state, safe in worker
 threads and processes, no display needed) and every PNG is written atomically
@@ -28,10 +31,14 @@ from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 
 from recourselab.data.schema import Schema
+from recourselab.discover.certify import first_certified
 from recourselab.errors import DataError
 from recourselab.io import atomic_path
 
-FIGURES = ("output_cdf.png", "feature_cdfs.png", "shift.png", "row_scores.png")
+FIGURES = ("output_cdf.png", "feature_cdfs.png", "shift.png", "row_scores.png", "trajectory.png")
+#: Columns of a run log that :func:`plot_trajectory` reads.
+TRAJECTORY_COLUMNS = ("iteration", "OT_x", "OT_y", "UCL_x", "UCL_y", "eta", "eta_l", "eta_r", "feasible",
+                      "edited_rows")
 COLOURS = {"factual": "#4c72b0", "counterfactual": "#dd8452", "target": "#55a868"}
 DPI = 110
 
@@ -233,6 +240,51 @@ def plot_row_scores(path: str | Path, row_scores: np.ndarray, *, selected: Seque
     return _save(fig, path)
 
 
+def plot_trajectory(path: str | Path, log: pd.DataFrame, *, U_x: float, U_y: float, returned: int | None = None,
+                    title: str = "") -> Path:
+    """The run over its iterations in three panels sharing the iteration axis.
+
+    Parameters
+    ----------
+    log : one row per iteration with the columns :data:`TRAJECTORY_COLUMNS`
+        (``DiscoverResult.log``, DISCOVER or DCE).
+    U_x, U_y : the thresholds (squared units) of the certificate.
+    returned : position in ``log`` of the returned iterate (``DiscoverResult.iteration``).
+    """
+    missing = [c for c in TRAJECTORY_COLUMNS if c not in log.columns]
+    if missing or len(log) == 0:
+        raise DataError(f"a run log with the columns {list(TRAJECTORY_COLUMNS)} and at least one row is needed; "
+                        f"missing {missing}, rows {len(log)}")
+    if not (U_x > 0 and U_y > 0):
+        raise DataError(f"thresholds must be positive, got U_x={U_x}, U_y={U_y}")
+    it = log["iteration"].to_numpy(dtype=float)
+    fig = Figure(figsize=(7.5, 7.0))
+    ax_ot, ax_cert, ax_eta = fig.subplots(3, 1, sharex=True)
+    ax_ot.plot(it, log["OT_x"], color=COLOURS["factual"], label="OT_x (objective, N directions)")
+    ax_ot.plot(it, log["OT_y"], color=COLOURS["counterfactual"], label="OT_y")
+    ax_ot.set_ylabel("squared W2")
+    ax_cert.plot(it, log["UCL_x"] / U_x, color=COLOURS["factual"], label="UCL_x / U_x")
+    ax_cert.plot(it, log["UCL_y"] / U_y, color=COLOURS["counterfactual"], label="UCL_y / U_y")
+    ax_cert.axhline(1.0, color="black", lw=0.8, ls=":")
+    ax_cert.set_ylabel("UCL / threshold\n(certified: both < 1)")
+    ax_eta.fill_between(it, log["eta_l"], log["eta_r"], color="0.85", label="[eta_l, eta_r]")
+    ax_eta.plot(it, log["eta"], color="black", label="eta")
+    ax_eta.set_ylim(-0.02, 1.02)
+    ax_eta.set_ylabel("eta")
+    ax_eta.set_xlabel("iteration")
+    first = first_certified(log)
+    for ax in (ax_ot, ax_cert, ax_eta):  # the markers are named once, in the top panel
+        top = ax is ax_ot
+        if first is not None:
+            ax.axvline(it[first], color=COLOURS["target"], ls="--", lw=1.0, label="first certified" if top else None)
+        if returned is not None:
+            ax.axvline(it[returned], color=COLOURS["target"], lw=1.5, label="returned" if top else None)
+        ax.legend(fontsize="x-small", loc="best")
+    ax_ot.set_title(title or "objective, certificate and eta over the iterations")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def discover_figures(result: Any, schema: Schema, *, title: str = "") -> dict[str, Callable[[Path], Path]]:
     """File name -> writer of every figure of a :class:`~recourselab.discover.DiscoverResult`.
 
@@ -251,6 +303,9 @@ def discover_figures(result: Any, schema: Schema, *, title: str = "") -> dict[st
         writers["row_scores.png"] = lambda p: plot_row_scores(
             p, result.row_scores, selected=result.log["rows"].tolist(), accepted=result.log["accepted"].tolist(),
             title=f"{prefix}row scores q_i")
+    writers["trajectory.png"] = lambda p: plot_trajectory(
+        p, result.log, U_x=result.metrics["U_x"], U_y=result.metrics["U_y"], returned=result.iteration,
+        title=f"{prefix}objective, certificate, eta")
     return writers
 
 
@@ -259,5 +314,6 @@ def write_discover_figures(result: Any, schema: Schema, out_dir: str | Path, *, 
     return [write(Path(out_dir) / name) for name, write in discover_figures(result, schema, title=title).items()]
 
 
-__all__ = ["FIGURES", "discover_figures", "feature_changes", "most_changed_features", "plot_feature_cdfs",
-           "plot_output_cdfs", "plot_row_scores", "plot_shift", "write_discover_figures"]
+__all__ = ["FIGURES", "TRAJECTORY_COLUMNS", "discover_figures", "feature_changes", "most_changed_features",
+           "plot_feature_cdfs", "plot_output_cdfs", "plot_row_scores", "plot_shift", "plot_trajectory",
+           "write_discover_figures"]

@@ -1,0 +1,46 @@
+"""Validity under model multiplicity, the query set, and over-seed summaries."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recourselab.metrics.robustness import query_set, summarize_seeds, validity_metrics
+from recourselab.models.oracle import EnsembleOutput
+
+
+def _output(labels: list[list[int]]) -> EnsembleOutput:
+    """Members x rows hard labels as one-hot binary probabilities."""
+    lab = np.asarray(labels)
+    proba = np.stack([1 - lab, lab], axis=-1).astype(float)
+    return EnsembleOutput(tuple(f"m{i}" for i in range(len(lab))), proba)
+
+
+def test_validity_per_model_mean_unanimous_and_majority():
+    out = _output([[1, 1, 0, 1], [1, 0, 0, 1], [1, 1, 1, 0]])
+    m = validity_metrics(out, np.ones(4, dtype=int))
+    assert m["per_model"] == {"m0": 0.75, "m1": 0.5, "m2": 0.75}
+    assert m["mean_per_model"] == pytest.approx(2 / 3)
+    assert m["unanimous"] == 0.25  # only row 0 is labelled 1 by every member
+    assert m["majority"] == 0.75  # rows 0, 1, 3
+
+
+def test_query_set_keeps_rows_every_member_gets_right_up_to_the_cap():
+    out = _output([[1, 0, 1, 1, 0], [1, 0, 0, 1, 0]])
+    y = np.array([1, 0, 1, 1, 1])
+    assert query_set(out, y, 10).tolist() == [0, 1, 3]
+    assert query_set(out, y, 2).tolist() == [0, 1]
+
+
+def test_summarize_seeds_means_nested_metrics_and_tolerates_missing_ones():
+    per_seed = {
+        0: {"a": 1.0, "nested": {"b": 2}, "flag": True, "first": None, "name": "x"},
+        1: {"a": 3.0, "nested": {"b": 4}, "flag": False, "first": 7},
+        2: {"a": 5.0, "nested": {"b": 6}, "flag": True, "first": 9},
+    }
+    s = summarize_seeds(per_seed)
+    assert s["seeds"] == [0, 1, 2] and set(s["per_seed"]) == {"0", "1", "2"}
+    assert s["summary"]["a"] == {"mean": 3.0, "std": pytest.approx(np.std([1, 3, 5]))}
+    assert s["summary"]["nested.b"]["mean"] == 4.0
+    assert s["summary"]["first"] == {"mean": 8.0, "std": 1.0}  # None in seed 0: over the seeds that have it
+    assert "flag" not in s["summary"] and "name" not in s["summary"]  # bools and strings are not averaged
