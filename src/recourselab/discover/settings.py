@@ -39,7 +39,8 @@ class DiscoverSettings:
 
     The search-budget defaults (T 100, M 200, as the paper's released configuration; h 1 and
     ``step`` 0.2) certify every (dataset, model) pair of ``bench/discover.py`` at n = 50; the
-    paper's *reference* speed configuration is N 10, T 20, M 10, k 3, h 3, step 0.5.
+    paper's *reference* speed configuration is N 10, T 20, M 10, k 3, h 3 (step 0.1, the
+    released code's ``continuous_step``).
     strategy : proposal strategy, a key of :data:`~recourselab.discover.strategies.STRATEGIES`
         (``"monte_carlo"`` or ``"genetic"``). Default ``"monte_carlo"``.
     recombine : also score the row-wise recombination of the evaluated candidates (each
