@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from recourselab.data.schema import Schema
-from recourselab.discover.certify import eta_rule, first_certified, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
 from recourselab.discover.ot import match
 from recourselab.discover.proposals import ProposalSpace
 from recourselab.discover.settings import DiscoverSettings
@@ -197,7 +197,7 @@ class DCE:
         metrics = result_metrics(Xs, Xf, ys, ystar, self.schema, s, rec, U_x, U_y, eta)
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
-        metrics["first_certified_iteration"] = first_certified(pd.DataFrame.from_records(records))
+        metrics["first_certified_iteration"] = min(kept, default=None)  # kept: certified edited iterates
         wall = time.perf_counter() - t0
         logger.info("DCE done in %.2fs: feasible=%s OT_x=%.4g OT_y=%.4g", wall, feasible, metrics["OT_x"],
                     metrics["OT_y"])

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from recourselab.data.schema import Schema, encode_rows
-from recourselab.discover.certify import eta_rule, first_certified, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
 from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_x_minmax, ot_y
 from recourselab.discover.ot import Matching, match, random_directions, trim_weights
 from recourselab.discover.proposals import ProposalSpace
@@ -425,7 +425,7 @@ class Discover:
         metrics = result_metrics(X, Xf, y, ystar, self.schema, s, records[best], U_x, U_y, eta)
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
-        metrics["first_certified_iteration"] = first_certified(log)
+        metrics["first_certified_iteration"] = ok[0] if ok else None
         wall = time.perf_counter() - t0
         logger.info("DISCOVER done in %.2fs: feasible=%s OT_x=%.4g OT_y=%.4g queries=%d", wall, feasible,
                     metrics["OT_x"], metrics["OT_y"], self._queries)
