@@ -269,9 +269,11 @@ class DiscoverSolverParams(StrictModel):
     eta_l: float = Field(default=0.2, ge=0, le=1, description="initial interval [l, r] of eta")
     eta_r: float = Field(default=1.0, ge=0, le=1)
     kappa: float = Field(default=0.05, ge=0, lt=1, description="interval-narrowing factor")
-    stop: Literal["stalled", "certified"] = Field(
+    stop: Literal["stalled", "certified", "ot_y"] = Field(
         default="stalled", description="stalled: run until Q stalls (or T); certified: stop at the first "
-        "certified edited iterate (least intervention)")
+        "certified edited iterate (least intervention); ot_y: at the first one with OT(y) <= stop_ot_y")
+    stop_ot_y: float | None = Field(default=None, ge=0, description="OT(y) level of stop: ot_y (e.g. a "
+                                    "baseline's); required there, rejected otherwise")
     patience: int = Field(default=5, ge=1, description="stop after this many feasible stalled iterations")
     tol: float = Field(default=1e-6, ge=0, description="relative improvement counted as a stall")
     cone_angle: float = Field(default=math.pi / 4, gt=0, le=math.pi, description="half-angle phi (radians)")

@@ -70,3 +70,14 @@ def test_dce_stop_certified_ends_at_the_first_certified_edited_iterate(toy, mlp)
     ok = (log["feasible"] & (log["edited_rows"] > 0)).to_numpy()
     assert ok[-1] and not ok[:-1].any() and res.feasible
     assert len(DCE(mlp, schema=toy.schema, **kw).explain(toy.factuals, TARGET).log) == 11
+
+
+def test_dce_stop_ot_y_ends_at_the_level(toy, mlp):
+    kw = dict(max_iter=10, metric_projections=200, U_x=100.0, U_y=10.0)
+    full = DCE(mlp, schema=toy.schema, **kw).explain(toy.factuals, TARGET).log
+    ok = (full["feasible"] & (full["edited_rows"] > 0)).to_numpy()
+    level = float(np.median(full["OT_y_metric"][ok]))
+    stop_at = int(np.flatnonzero(ok & (full["OT_y_metric"] <= level).to_numpy())[0])
+    res = DCE(mlp, schema=toy.schema, stop="ot_y", stop_ot_y=level, **kw).explain(toy.factuals, TARGET)
+    assert len(res.log) - 1 == stop_at == res.iteration
+    assert res.metrics["stop_ot_y_reached"] == (res.feasible and res.metrics["OT_y"] <= level)

@@ -129,8 +129,35 @@ def test_stop_certified_returns_the_first_certified_edited_iterate(toy):
     # both runs share the iterations up to the stop (same seed, same proposals)
     common = ["Q", "OT_x", "OT_y", "eta", "edited_rows"]
     assert np.allclose(log[common].to_numpy(float), full.log[common].iloc[:len(log)].to_numpy(float))
-    with pytest.raises(ConfigError, match="stalled, certified"):
+    with pytest.raises(ConfigError, match="stalled, certified, ot_y"):
         DiscoverSettings(stop="first")
+
+
+def test_stop_ot_y_ends_at_the_first_certified_edit_at_the_level(toy):
+    loose = dict(U_x=100.0, U_y=10.0, max_iter=12)
+    full = _run(toy, stop="stalled", patience=100, **loose)
+    log = full.log
+    cert = (log["feasible"] & (log["edited_rows"] > 0)).to_numpy()
+    # the logged OT(y) of an iterate is the reported metric (trimmed at metric_delta)
+    assert log["OT_y_metric"].iloc[full.iteration] == pytest.approx(full.metrics["OT_y"], abs=1e-12)
+    levels = np.sort(log["OT_y_metric"][cert].to_numpy())
+    level = float(levels[len(levels) // 2])  # reached, but not at the first certified iterate
+    stop_at = int(np.flatnonzero(cert & (log["OT_y_metric"] <= level).to_numpy())[0])
+    assert stop_at > full.metrics["first_certified_iteration"]
+    res = _run(toy, stop="ot_y", stop_ot_y=level, **loose)
+    assert res.iteration == len(res.log) - 1 == stop_at
+    assert res.feasible and res.metrics["OT_y"] <= level and res.metrics["stop_ot_y_reached"] is True
+    assert res.metrics["first_certified_iteration"] == full.metrics["first_certified_iteration"]
+    # an unreachable level runs to T, returns the stalled rule's choice and says so
+    never = _run(toy, stop="ot_y", stop_ot_y=0.0, **loose)
+    assert len(never.log) == len(full.log) and never.iteration == full.iteration
+    assert never.metrics["stop_ot_y_reached"] is False and "stop_ot_y_reached" not in full.metrics
+    with pytest.raises(ConfigError, match="stop_ot_y"):
+        DiscoverSettings(stop="ot_y")
+    with pytest.raises(ConfigError, match="stop_ot_y"):
+        DiscoverSettings(stop_ot_y=0.1)
+    with pytest.raises(ConfigError, match="stop_ot_y"):
+        DiscoverSettings(stop="ot_y", stop_ot_y=-1.0)
 
 
 def test_uncertifiable_runs_say_so_plainly(toy):

@@ -25,6 +25,7 @@ import pandas as pd
 
 from recourselab.data.schema import Schema
 from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.metrics import ot_y
 from recourselab.discover.ot import match
 from recourselab.discover.proposals import ProposalSpace
 from recourselab.discover.settings import DiscoverSettings
@@ -33,6 +34,7 @@ from recourselab.discover.solver import (
     NotCertifiedWarning,
     prepare_run,
     result_metrics,
+    stop_level_reached,
 )
 from recourselab.discover.targets import Target
 from recourselab.errors import DataError
@@ -163,10 +165,11 @@ class DCE:
             records.append({"iteration": t, "Q": (1 - eta) * qx + eta * qy, "OT_x": qx, "OT_y": qy,
                             "eta": eta, "eta_l": left, "eta_r": right, "branch": step.branch,
                             "UCL_x": ucl_x, "UCL_y": ucl_y, "feasible": feasible, "rows": [],
-                            "accepted": True, "edited_rows": edited, "queries": self.queries})
+                            "accepted": True, "edited_rows": edited, "queries": self.queries,
+                            "OT_y_metric": ot_y(y, ystar, delta=s.metric_delta)})
             if feasible and edited:
                 kept[t] = X.copy()
-            if t == s.max_iter or (s.stop == "certified" and feasible and edited):
+            if t == s.max_iter or s.stops_early(bool(feasible and edited), records[-1]["OT_y_metric"]):
                 break
             Xt = torch.tensor(X, dtype=torch.float64, requires_grad=True)
             target_x = torch.as_tensor(np.take_along_axis(ref_x, m.rank_x, axis=1))  # (N, n)
@@ -179,7 +182,8 @@ class DCE:
             grad[:, frozen] = 0.0
             X = np.clip(X - self.lr * n * grad, lo, hi)
 
-        scored = {t: (1 - eta) * records[t]["OT_x"] + eta * records[t]["OT_y"] for t in kept}
+        at_level = [t for t in kept if s.at_level(records[t]["OT_y_metric"])] or list(kept)
+        scored = {t: (1 - eta) * records[t]["OT_x"] + eta * records[t]["OT_y"] for t in at_level}
         best = min(scored, key=lambda t: (scored[t], t)) if scored else len(records) - 1
         Xb = kept.get(best, X)
         Xs = self.schema.snap(Xb)
@@ -198,6 +202,8 @@ class DCE:
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
         metrics["first_certified_iteration"] = min(kept, default=None)  # kept: certified edited iterates
+        if s.stop == "ot_y":
+            metrics["stop_ot_y_reached"] = stop_level_reached(s, feasible, metrics["OT_y"])
         wall = time.perf_counter() - t0
         logger.info("DCE done in %.2fs: feasible=%s OT_x=%.4g OT_y=%.4g", wall, feasible, metrics["OT_x"],
                     metrics["OT_y"])

@@ -19,7 +19,7 @@ from recourselab.errors import ConfigError
 
 ACTIONABILITY = ("increasing", "decreasing", "fixed")
 #: Stopping rules of the outer loop (see ``DiscoverSettings.stop``).
-STOP_RULES = ("stalled", "certified")
+STOP_RULES = ("stalled", "certified", "ot_y")
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,13 @@ class DiscoverSettings:
         while the certificate holds. ``"certified"``: stop at the first certified edited
         iterate, the least intervention the search reaches that the certificate accepts (lower
         OT(x), higher OT(y); with few directions it also avoids fitting the N projections
-        while the many-direction OT(x) grows). DCE honours the same rule.
+        while the many-direction OT(x) grows). ``"ot_y"``: stop at the first certified edited
+        iterate whose reported OT(y) (trimmed at ``metric_delta``) is at or below ``stop_ot_y``,
+        e.g. a baseline's OT(y), to compare methods at matched output alignment; if no iterate
+        gets there by T, the ``"stalled"`` choice is returned and the metrics say
+        ``stop_ot_y_reached: false``. DCE honours the same rules.
+    stop_ot_y : the OT(y) level of ``stop="ot_y"`` (squared score units); required there and
+        rejected with the other rules.
     patience : with ``stop="stalled"``, stop early after this many consecutive feasible
         iterations whose selected candidate improved Q by at most ``tol`` (relative). Default 5.
     tol : relative improvement counted as a stall. Default 1e-6.
@@ -131,6 +137,7 @@ class DiscoverSettings:
     eta_r: float = 1.0
     kappa: float = 0.05
     stop: str = "stalled"
+    stop_ot_y: float | None = None
     patience: int = 5
     tol: float = 1e-6
     cone_angle: float = math.pi / 4
@@ -185,6 +192,11 @@ class DiscoverSettings:
                                   f"{', '.join(ACTIONABILITY)}")
         if self.stop not in STOP_RULES:
             raise ConfigError(f"unknown DISCOVER stop rule {self.stop!r}; valid: {', '.join(STOP_RULES)}")
+        if (self.stop == "ot_y") != (self.stop_ot_y is not None):
+            raise ConfigError("DISCOVER settings: stop_ot_y (an OT(y) level >= 0) is required with stop='ot_y' "
+                              f"and only used there (got stop={self.stop!r}, stop_ot_y={self.stop_ot_y!r})")
+        if self.stop_ot_y is not None and not self.stop_ot_y >= 0:
+            raise ConfigError(f"invalid DISCOVER settings: {{'stop_ot_y': {self.stop_ot_y!r}}} (must be >= 0)")
         from recourselab.discover.strategies import get_strategy
 
         get_strategy(self.strategy)  # unknown names list the valid ones
@@ -205,6 +217,17 @@ class DiscoverSettings:
         d = dataclasses.asdict(self)
         d["actionability"] = dict(self.actionability)
         return d
+
+    def at_level(self, ot_y: float) -> bool:
+        """Whether an iterate with reported OT(y) ``ot_y`` meets the stop level (always, unless stop='ot_y')."""
+        return self.stop != "ot_y" or ot_y <= self.stop_ot_y
+
+    def stops_early(self, certified_edit: bool, ot_y: float) -> bool:
+        """Whether the ``certified`` / ``ot_y`` rules end the run at this iterate.
+
+        ``certified_edit`` says the iterate is certified feasible and edits at least one row.
+        """
+        return self.stop != "stalled" and certified_edit and self.at_level(ot_y)
 
 
 __all__ = ["ACTIONABILITY", "STOP_RULES", "DiscoverSettings"]

@@ -378,11 +378,13 @@ class Discover:
                    "eta_l": left, "eta_r": right, "branch": step.branch, "UCL_x": ucl_x, "UCL_y": ucl_y,
                    "feasible": feasible, "rows": [], "accepted": False, "edited_rows": int(changed.sum()),
                    "queries": self._queries}
+            rec["OT_y_metric"] = ot_y(y, ystar, delta=s.metric_delta)
             records.append(rec)
             q_rows.append(m.row_scores(eta))
             stall = stall + 1 if feasible and t > 0 and records[-2]["improvement"] <= s.tol else 0
-            done = (changed.any() if s.stop == "certified" else stall >= s.patience)
-            if t == s.max_iter or (feasible and done):
+            done = (s.stops_early(feasible and changed.any(), rec["OT_y_metric"]) if s.stop != "stalled"
+                    else feasible and stall >= s.patience)
+            if t == s.max_iter or done:
                 rec["improvement"] = 0.0
                 break
             scores = q_rows[-1]
@@ -410,7 +412,8 @@ class Discover:
         log = pd.DataFrame.from_records(records).drop(columns=["improvement"], errors="ignore")
         # pick the returned iterate: best feasible edited one under the final eta, else the last
         scored = [(1.0 - eta) * rec["OT_x"] + eta * rec["OT_y"] for rec in records]
-        ok = [i for i, rec in enumerate(records) if rec["feasible"] and rec["edited_rows"] > 0]
+        certified = [i for i, rec in enumerate(records) if rec["feasible"] and rec["edited_rows"] > 0]
+        ok = [i for i in certified if s.at_level(records[i]["OT_y_metric"])] or certified
         best = min(ok, key=lambda i: (scored[i], i)) if ok else len(records) - 1
         for t_edit, rows, old_x, old_y in reversed(history):
             if t_edit < best:
@@ -425,7 +428,9 @@ class Discover:
         metrics = result_metrics(X, Xf, y, ystar, self.schema, s, records[best], U_x, U_y, eta)
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
-        metrics["first_certified_iteration"] = ok[0] if ok else None
+        metrics["first_certified_iteration"] = certified[0] if certified else None
+        if s.stop == "ot_y":
+            metrics["stop_ot_y_reached"] = stop_level_reached(s, feasible, records[best]["OT_y_metric"])
         wall = time.perf_counter() - t0
         logger.info("DISCOVER done in %.2fs: feasible=%s OT_x=%.4g OT_y=%.4g queries=%d", wall, feasible,
                     metrics["OT_x"], metrics["OT_y"], self._queries)
@@ -434,6 +439,15 @@ class Discover:
             scores=y, factual_scores=yf, target_values=ystar, log=log, metrics=metrics, feasible=feasible,
             target=tgt.to_dict(), queries=self._queries, wall_time=wall, iteration=best,
             settings=s.to_dict(), method="discover", row_scores=np.stack(q_rows))
+
+
+def stop_level_reached(s: DiscoverSettings, feasible: bool, ot_y_value: float) -> bool:
+    """With ``stop="ot_y"``: whether the returned iterate is certified and at the OT(y) level (logged if not)."""
+    reached = bool(feasible and s.at_level(ot_y_value))
+    if not reached:
+        logger.warning("stop_ot_y=%.4g not reached by a certified iterate in %d iterations (returned OT(y) "
+                       "%.4g); the stalled rule's choice is returned", s.stop_ot_y, s.max_iter, ot_y_value)
+    return reached
 
 
 def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarray, schema: Schema,
@@ -465,4 +479,4 @@ def replace_settings(settings: DiscoverSettings, **changes: Any) -> DiscoverSett
 
 
 __all__ = ["Discover", "DiscoverResult", "NotCertifiedWarning", "encode_factuals", "favourable_scores",
-           "resolve_target"]
+           "resolve_target", "stop_level_reached"]
