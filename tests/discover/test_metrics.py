@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import ot
+import pytest
 
-from recourselab.discover.metrics import ares_cost, edited_rows, minmax_onehot, mmd2, ot_x, ot_x_minmax, ot_y
+from recourselab.discover.metrics import (
+    ares_cost,
+    edited_rows,
+    minmax_onehot,
+    mmd2,
+    ot_x,
+    ot_x_minmax,
+    ot_y,
+    sw2_reference,
+    w2_reference,
+)
 
 
 def test_ot_metrics_vanish_on_identical_samples_and_are_seeded():
@@ -58,3 +70,23 @@ def test_minmax_onehot_view_scales_ranges_to_one_and_flips_to_two(toy):
     assert 0.0 <= V.min() and V.max() <= 1.0
     assert ot_x_minmax(Xf, Xf, schema, n_projections=100) == 0.0
     assert ot_x_minmax(X, Xf, schema, n_projections=100) > 0.0
+
+
+def test_reference_convention_trims_each_sample_then_scales_by_one_over_one_minus_two_delta():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=50), rng.normal(0.5, 2.0, size=50)
+    # distinct values: each sample keeps its ranks 5..44, matched in sorted order
+    kept = (np.sort(a)[5:45] - np.sort(b)[5:45]) ** 2
+    assert w2_reference(a, b, delta=0.1) == pytest.approx(kept.mean() / 0.8, rel=1e-12)
+    # ties make the kept sets differ in size: exact OT by the LP solver agrees
+    c, e = np.repeat([0.0, 1.0, 2.0, 5.0], [20, 5, 20, 5]), rng.uniform(size=37)
+    kc = c[(c >= np.quantile(c, 0.1)) & (c <= np.quantile(c, 0.9))]
+    ke = e[(e >= np.quantile(e, 0.1)) & (e <= np.quantile(e, 0.9))]
+    assert len(kc) != len(ke)
+    lp = ot.emd2(np.full(len(kc), 1 / len(kc)), np.full(len(ke), 1 / len(ke)), (kc[:, None] - ke[None, :]) ** 2)
+    assert w2_reference(c, e, delta=0.1) == pytest.approx(lp / 0.8, rel=1e-9)
+    # large continuous samples: 1 / (1 - 2 delta) times this project's convention
+    big_a, big_b = rng.normal(size=4000), rng.normal(1.0, 1.5, size=4000)
+    assert w2_reference(big_a, big_b) / ot_y(big_a, big_b) == pytest.approx(1.25, rel=0.01)
+    X, F = rng.normal(size=(400, 3)), rng.normal(0.3, 1.2, size=(400, 3))
+    assert sw2_reference(X, F, n_projections=50) / ot_x(X, F, n_projections=50) == pytest.approx(1.25, rel=0.03)
