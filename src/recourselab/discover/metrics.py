@@ -68,12 +68,13 @@ def _kept(values: np.ndarray, delta: float) -> np.ndarray:
 
 
 def w2_reference(a: np.ndarray, b: np.ndarray, *, delta: float = 0.1) -> float:
-    """Trimmed W^2 of 1-D samples (n,), (m,) in the DCE / DISCOVER reference code's convention.
+    """Trimmed W^2 of 1-D samples (n,), (m,) in the DCE reference code's convention.
 
     Each sample keeps its values between its own ``delta`` and ``1 - delta`` quantiles, the
     kept sets are matched by exact OT with uniform masses, and the cost is multiplied by
     1 / (1 - 2 delta): about 1 / (1 - 2 delta) times :func:`ot_y` (1.25x at delta 0.1). For
-    comparisons with figures produced by that code.
+    comparisons with figures produced by that code (the released DISCOVER notebook imports a
+    module of the same name, ``explainers.distances``, for its OT(x) / OT(y)).
     """
     import ot
 
