@@ -382,8 +382,8 @@ class Discover:
             records.append(rec)
             q_rows.append(m.row_scores(eta))
             stall = stall + 1 if feasible and t > 0 and records[-2]["improvement"] <= s.tol else 0
-            done = (s.stops_early(feasible and changed.any(), rec["OT_y_metric"]) if s.stop != "stalled"
-                    else feasible and stall >= s.patience)
+            done = (s.stops_early(feasible and changed.any(), rec["OT_y_metric"])
+                    or (s.stop == "stalled" and feasible and stall >= s.patience))
             if t == s.max_iter or done:
                 rec["improvement"] = 0.0
                 break
