@@ -77,19 +77,25 @@ def _ensemble(ensemble_dir: str, schema: Any, members: list[str], **kw: Any) -> 
       cache_policy=TASK_SOURCE + INPUTS - "prepared_dir" - "ensemble_dir")
 def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
                prepared_dir: str, ensemble_dir: str, device: str, n_threads: int, members: list[str]) -> dict[str, Any]:
-    """Train DensityFlow (grid over ``lambda_grid`` selected by ensemble validity on val)."""
+    """Train DensityFlow (grid over ``lambda_grid`` selected by ensemble validity on val).
+
+    Every fit checkpoints itself once a minute, so a crashed or pre-empted run resumes.
+    """
     prepared = load_prepared(prepared_dir)
     X, y = prepared.arrays("train")
     grid = section["lambda_grid"]
     combos = [dict(zip(grid, v, strict=True)) for v in itertools.product(*grid.values())] if grid else [{}]
     selection: list[dict[str, Any]] = []
     best, best_score = None, -1.0
+    # Resumable training states live beside the staged artifacts (outside DVC's outs, which
+    # DVC deletes before a stage runs); an interrupted run picks them up on the next call.
+    checkpoints = Path(staging_root).parent / "checkpoints" / "train_flow" / dataset / f"seed={seed}"
     with limit_threads(n_threads):
         box = _ensemble(ensemble_dir, prepared.schema, members) if len(combos) > 1 else None
         Xv, yv = prepared.arrays("val")
         for combo in combos:
             model = DensityFlow(schema=prepared.schema, device=device, **flow_settings(section, seed, **combo))
-            model.fit(X, y)
+            model.fit(X, y, checkpoint_dir=checkpoints)
             score = None
             if box is not None:
                 q = query_set(box.query(Xv, budget="selection"), yv, 400)

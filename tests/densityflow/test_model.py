@@ -177,3 +177,47 @@ def test_density_quantile_margins_are_per_class_quantiles(moons, trained):
             assert torch.allclose(margins[(1 - yt) == c], expected.expand(int(((1 - yt) == c).sum())))
     finally:
         trained.with_settings(density_quantile=None)
+
+
+def test_interrupted_training_resumes_from_its_checkpoint_to_the_uninterrupted_result(moons, tmp_path, monkeypatch):
+    X, y = moons.arrays("train")
+    settings = {**FAST, "epochs": 4}
+    straight = DensityFlow(schema=moons.schema, seed=3, **settings).fit(X, y)
+
+    calls = {"n": 0}
+    original = DensityFlow.generator_loss
+
+    def crash_in_epoch_three(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2 * 19 + 5:  # 600 rows / batch 32 = 19 batches per epoch
+            raise KeyboardInterrupt("simulated crash")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DensityFlow, "generator_loss", crash_in_epoch_three)
+    with pytest.raises(KeyboardInterrupt):
+        DensityFlow(schema=moons.schema, seed=3, **settings).fit(X, y, checkpoint_dir=tmp_path, checkpoint_seconds=0)
+    monkeypatch.setattr(DensityFlow, "generator_loss", original)
+    (ckpt,) = tmp_path.glob("densityflow-*.pt")
+    assert torch.load(ckpt, weights_only=True)["epoch"] == 1  # epochs 0 and 1 done, crash in epoch 2
+
+    other = DensityFlow(schema=moons.schema, seed=3, **{**settings, "lambda_cost": 0.5})
+    other.fit(X, y, checkpoint_dir=tmp_path, checkpoint_seconds=0)  # other settings never pick it up
+    assert ckpt.exists() and len(other.log_.rows) == 4
+
+    resumed = DensityFlow(schema=moons.schema, seed=3, **settings).fit(X, y, checkpoint_dir=tmp_path)
+    assert not ckpt.exists()  # removed once training completed
+    assert resumed.log_.rows == straight.log_.rows
+    for a, b in ((resumed.surrogate, straight.surrogate), (resumed.field, straight.field)):
+        for (name, ta), tb in zip(a.state_dict().items(), b.state_dict().values(), strict=True):
+            assert torch.equal(ta, tb), name
+
+
+def test_an_unreadable_checkpoint_is_named_and_left_in_place(moons, tmp_path):
+    X, y = moons.arrays("train")
+    settings = {**FAST, "epochs": 2}
+    flow = DensityFlow(schema=moons.schema, seed=3, **settings)
+    path = tmp_path / f"densityflow-{flow._fit_key(X.astype(np.float64), y)}.pt"
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(RecourselabError, match="cannot resume DensityFlow training from checkpoint .*delete the file"):
+        flow.fit(X, y, checkpoint_dir=tmp_path)
+    assert path.read_bytes() == b"not a checkpoint"

@@ -11,9 +11,12 @@ Typical use::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,12 +239,21 @@ class DensityFlow:
         loss = cfg.lambda_valid * valid + cfg.lambda_cost * cost + cfg.lambda_den * den
         return loss, {"valid": valid.item(), "cost": cost.item(), "density": den.item()}
 
-    def fit(self, X: np.ndarray, y: np.ndarray, *, progress: bool = False) -> DensityFlow:
+    def fit(self, X: np.ndarray, y: np.ndarray, *, progress: bool = False,
+            checkpoint_dir: str | Path | None = None, checkpoint_seconds: float = 60.0) -> DensityFlow:
         """Train surrogate and generator with alternating AdamW steps (one each per batch).
 
         Parameters
         ----------
         X : (n, d) encoded training rows; y : (n,) class indices 0..K-1.
+        progress : show a progress bar over epochs.
+        checkpoint_dir : folder for a resumable training state (networks, EMA copies, optimizers,
+            schedules, random state, log), written atomically at the end of an epoch once
+            ``checkpoint_seconds`` have passed since the last write. Its file name hashes the
+            settings and the training data, so a later ``fit`` with the same settings and data
+            (e.g. after a crash or a pre-empted GPU job) resumes from it, with exactly the result
+            of an uninterrupted run, and other settings never pick it up. It is deleted when
+            training completes. None: no checkpoints.
         """
         cfg = self.config
         X = self._encode(X)
@@ -267,11 +279,18 @@ class DensityFlow:
         ema_s = AveragedModel(self.surrogate, multi_avg_fn=ema_fn, use_buffers=True)
         ema_f = AveragedModel(self.field, multi_avg_fn=ema_fn, use_buffers=True)
 
-        epochs = range(n_epochs)
+        self.log_ = TrainLog()
+        state = {"surrogate": self.surrogate, "field": self.field, "ema_surrogate": ema_s, "ema_field": ema_f,
+                 "opt_phi": opt_phi, "opt_g": opt_g, "sched_phi": sched[0], "sched_g": sched[1]}
+        ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / f"densityflow-{self._fit_key(X, y)}.pt"
+        first = self._resume(ckpt, state, gen, n_epochs) if ckpt is not None and ckpt.exists() else 0
+        last_write = time.monotonic()
+
+        epochs = range(first, n_epochs)
         if progress:
             from tqdm import tqdm
 
-            epochs = tqdm(epochs, desc="densityflow", unit="epoch")
+            epochs = tqdm(epochs, desc="densityflow", unit="epoch", initial=first, total=n_epochs)
         for epoch in epochs:
             perm = torch.randperm(len(yt), generator=gen).to(self.device)
             sums: dict[str, float] = {"nce": 0.0, "loss": 0.0, "valid": 0.0, "cost": 0.0, "density": 0.0}
@@ -305,11 +324,47 @@ class DensityFlow:
             row = {"epoch": epoch, **{k: v / n_batches for k, v in sums.items()}}
             self.log_.rows.append(row)
             log.debug("epoch %d: %s", epoch, row)
+            if ckpt is not None and epoch + 1 < n_epochs and time.monotonic() - last_write >= checkpoint_seconds:
+                self._checkpoint(ckpt, state, gen, epoch)
+                last_write = time.monotonic()
+        if ckpt is not None:
+            ckpt.unlink(missing_ok=True)
         # Inference and distillation use the EMA weights; eval mode freezes spectral-norm power iterations.
         self.surrogate.load_state_dict(ema_s.module.state_dict())
         self.field.load_state_dict(ema_f.module.state_dict())
         self.surrogate.eval()
         return self
+
+    def _fit_key(self, X: np.ndarray, y: np.ndarray) -> str:
+        """Hash of the settings and the (subsampled) training data of one ``fit``."""
+        h = hashlib.sha256(json.dumps(dataclasses.asdict(self.config), sort_keys=True).encode())
+        h.update(np.ascontiguousarray(X, dtype=np.float32).tobytes())
+        h.update(np.ascontiguousarray(y, dtype=np.int64).tobytes())
+        return h.hexdigest()[:16]
+
+    def _checkpoint(self, path: Path, state: dict[str, Any], gen: torch.Generator, epoch: int) -> None:
+        blob = {name: obj.state_dict() for name, obj in state.items()}
+        blob |= {"epoch": epoch, "generator": gen.get_state(), "log": self.log_.rows}
+        buf = io.BytesIO()
+        torch.save(blob, buf)
+        write_bytes(path, buf.getvalue())
+        log.debug("checkpoint after epoch %d: %s", epoch, path)
+
+    def _resume(self, path: Path, state: dict[str, Any], gen: torch.Generator, n_epochs: int) -> int:
+        """Load a checkpoint into ``state`` and ``gen``; returns the first epoch still to run."""
+        try:
+            blob = torch.load(path, map_location=self.device, weights_only=True)
+            for name, obj in state.items():
+                obj.load_state_dict(blob[name])
+            gen.set_state(blob["generator"])
+            epoch = int(blob["epoch"])
+        except Exception as err:  # noqa: BLE001 - any unreadable checkpoint gets the same message
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise RecourselabError(f"cannot resume DensityFlow training from checkpoint {path} ({reason}); "
+                                   "delete the file to train from scratch") from err
+        self.log_.rows = [dict(r) for r in blob["log"]]
+        log.info("resuming DensityFlow training after epoch %d of %d from %s", epoch + 1, n_epochs, path)
+        return epoch + 1
 
     # ------------------------------------------------------------------ distillation
     def distill(self, oracle: Any, X: np.ndarray, y: np.ndarray, *, budget: int = 500,
