@@ -353,7 +353,8 @@ class DensityFlow:
     def _resume(self, path: Path, state: dict[str, Any], gen: torch.Generator, n_epochs: int) -> int:
         """Load a checkpoint into ``state`` and ``gen``; returns the first epoch still to run."""
         try:
-            blob = torch.load(path, map_location=self.device, weights_only=True)
+            # CPU: the generator state must stay there; load_state_dict moves the rest to its device.
+            blob = torch.load(path, map_location="cpu", weights_only=True)
             for name, obj in state.items():
                 obj.load_state_dict(blob[name])
             gen.set_state(blob["generator"])
