@@ -51,7 +51,7 @@ RQ2_ROWS = 2000
 TRAJECTORY_ROWS = 60
 TRAIN_KEYS = ("lambda_valid", "lambda_cost", "lambda_den", "noise_ratio", "lambda_noise", "beta", "score_mode",
               "hidden", "epochs", "min_steps", "density_quantile", "batch_size", "lr_g", "lr_phi", "weight_decay",
-              "warmup_epochs", "ema_decay", "adjoint", "max_train_rows")
+              "warmup_epochs", "ema_decay", "adjoint", "field_spectral_norm", "max_train_rows")
 
 
 def flow_settings(section: dict[str, Any], seed: int, **overrides: Any) -> dict[str, Any]:

@@ -196,6 +196,8 @@ class TrainFlowParams(StrictModel):
     warmup_epochs: int = Field(default=3, ge=0)
     ema_decay: float = Field(default=0.99, ge=0, lt=1)
     adjoint: bool = False
+    field_spectral_norm: bool = Field(
+        default=False, description="extension: spectral-normalise the velocity field (no stiff ODE in long runs)")
     max_train_rows: int | None = Field(default=6000, ge=10)
     lambda_grid: dict[Literal["lambda_cost", "lambda_den", "lambda_valid"], list[float]] = Field(
         default_factory=dict, description="grid searched by validity on val (empty: fixed lambdas)")

@@ -122,6 +122,23 @@ def test_same_seed_gives_identical_counterfactuals(moons):
     assert not np.array_equal(a, c)
 
 
+def test_fitted_networks_have_unit_spectral_norms_and_the_spectral_field_round_trips(moons, tmp_path):
+    X, y = moons.arrays("train")
+    Xq, yq = moons.arrays("test")
+    flow = DensityFlow(schema=moons.schema, seed=0, field_spectral_norm=True,
+                       **{**FAST, "epochs": 6, "ema_decay": 0.999}).fit(X, y)
+    sn = [m for net in (flow.surrogate, flow.field) for m in net.modules()
+          if torch.nn.utils.parametrize.is_parametrized(m, "weight")]
+    assert len(sn) == 6  # 3 layers of proxy C1 + 3 of the velocity field
+    for m in sn:  # the EMA weights' own sigma, not the averaged power-iteration vectors'
+        assert abs(float(torch.linalg.matrix_norm(m.weight.detach(), 2)) - 1.0) < 1e-2
+    a = flow.generate(Xq[:20], target=1 - yq[:20]).counterfactuals
+    np.testing.assert_array_equal(a, flow.generate(Xq[:20], target=1 - yq[:20]).counterfactuals)
+    flow.save(tmp_path)
+    loaded = DensityFlow.load(tmp_path, schema=moons.schema)
+    np.testing.assert_array_equal(a, loaded.generate(Xq[:20], target=1 - yq[:20]).counterfactuals)
+
+
 def test_save_load_round_trip(moons, trained, tmp_path):
     trained.save(tmp_path)
     assert {p.name for p in tmp_path.iterdir()} == {"surrogate.pt", "generator.pt", "densityflow.json"}

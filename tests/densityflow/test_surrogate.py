@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from scipy.stats import multivariate_normal, spearmanr
 
-from recourselab.densityflow.surrogate import Surrogate, noise_bound
+from recourselab.densityflow.surrogate import Surrogate, noise_bound, refresh_spectral_norms
 
 
 def test_noise_bound():
@@ -61,3 +61,21 @@ def test_worst_case_aggregation_and_labels():
     sur_max = Surrogate(3, 2, hidden=8, score_mode="max").eval()
     sur_max.load_state_dict(sur.state_dict())
     assert (sur_max.score(x, t) >= sur.score(x, t) - 1e-6).all()
+
+
+def _sigmas(module: torch.nn.Module) -> list[float]:
+    return [float(torch.linalg.matrix_norm(m.weight.detach(), 2)) for m in module.modules()
+            if torch.nn.utils.parametrize.is_parametrized(m, "weight")]
+
+
+def test_refresh_spectral_norms_repairs_averaged_power_iteration_vectors():
+    torch.manual_seed(0)
+    sur = Surrogate(5, 2, hidden=16).eval()
+    assert np.allclose(_sigmas(sur), 1.0, atol=1e-3)
+    # an EMA of rotating unit vectors is shorter than 1: eval mode then scales the weight wrongly
+    state = {k: v * 0.4 if k.endswith("_u") else v for k, v in sur.state_dict().items()}
+    sur.load_state_dict(state)
+    assert max(_sigmas(sur)) > 2.0
+    refresh_spectral_norms(sur)
+    assert not sur.training
+    np.testing.assert_allclose(_sigmas(sur), 1.0, atol=1e-3)

@@ -28,7 +28,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from recourselab.data.schema import Schema, encode_rows
 from recourselab.densityflow.flow import VelocityField, integrate
-from recourselab.densityflow.surrogate import Surrogate, noise_bound
+from recourselab.densityflow.surrogate import Surrogate, noise_bound, refresh_spectral_norms
 from recourselab.errors import DataError, RecourselabError
 from recourselab.io import write_bytes, write_json
 
@@ -53,7 +53,8 @@ class DensityFlowConfig:
     ``lr_min``, EMA ``ema_decay`` of all networks. ODE: torchdiffeq ``method`` with
     (``rtol_train``, ``atol_train``) during training and (``rtol_test``, ``atol_test``) at
     inference; ``adjoint`` switches to the adjoint method (direct backprop is 2-3x faster on
-    CPU at this size). Distillation: ``distill_epochs`` x ``distill_inner`` x
+    CPU at this size); ``field_spectral_norm`` spectral-normalises the velocity field's layers
+    (extension: keeps the ODE from stiffening in long runs). Distillation: ``distill_epochs`` x ``distill_inner`` x
     ``distill_points`` queried rows, learning rates ``distill_lr_phi`` / ``distill_lr_g``;
     ``distill_replay`` fits every surrogate step on all support points queried so far (no
     extra query; False: only the newest ``distill_points``), ``distill_gen_steps`` generator
@@ -88,6 +89,7 @@ class DensityFlowConfig:
     rtol_test: float = 1e-4
     atol_test: float = 1e-4
     adjoint: bool = False
+    field_spectral_norm: bool = False
     max_train_rows: int | None = None
     distill_epochs: int = 20
     distill_inner: int = 3
@@ -212,7 +214,8 @@ class DensityFlow:
         self.n_classes, self.C = n_classes, C
         mutable = torch.as_tensor(self._mutable_mask(d))
         self.surrogate = Surrogate(d, n_classes, hidden=cfg.hidden, score_mode=cfg.score_mode).to(self.device)
-        self.field = VelocityField(d, n_classes, mutable, hidden=cfg.hidden, embed_dim=cfg.embed_dim).to(self.device)
+        self.field = VelocityField(d, n_classes, mutable, hidden=cfg.hidden, embed_dim=cfg.embed_dim,
+                                   spectral=cfg.field_spectral_norm).to(self.device)
 
     def density_margin(self, x: torch.Tensor, y: torch.Tensor, target: torch.Tensor) -> torch.Tensor | float:
         """log tau, or per-row margins from ``density_quantile`` over real rows ``x`` of labels ``y``."""
@@ -329,10 +332,13 @@ class DensityFlow:
                 last_write = time.monotonic()
         if ckpt is not None:
             ckpt.unlink(missing_ok=True)
-        # Inference and distillation use the EMA weights; eval mode freezes spectral-norm power iterations.
+        # Inference and distillation use the EMA weights. The EMA also averaged the spectral-norm
+        # power-iteration vectors, which are then no longer singular vectors of the averaged
+        # weights: re-run the iterations, then eval mode freezes them.
         self.surrogate.load_state_dict(ema_s.module.state_dict())
         self.field.load_state_dict(ema_f.module.state_dict())
-        self.surrogate.eval()
+        refresh_spectral_norms(self.surrogate)
+        refresh_spectral_norms(self.field)
         return self
 
     def _fit_key(self, X: np.ndarray, y: np.ndarray) -> str:
@@ -391,10 +397,12 @@ class DensityFlow:
                                     weight_decay=cfg.weight_decay)
         opt_g = torch.optim.AdamW(self.field.parameters(), lr=cfg.distill_lr_g, weight_decay=cfg.weight_decay)
         self.surrogate.train()
+        self.field.train()
         try:
             used = self._distill_loop(oracle, Xt, yt, gen, opt_phi, opt_g, budget, budget_name)
         finally:
             self.surrogate.eval()
+            self.field.eval()
         self.queries_used_ = used
         return used
 
@@ -553,4 +561,5 @@ class DensityFlow:
             module.load_state_dict(state)
         flow.queries_used_ = meta.get("queries_used", 0)
         flow.surrogate.eval()
+        flow.field.eval()
         return flow

@@ -14,9 +14,26 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
+from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import spectral_norm
 
 ScoreMode = Literal["target", "max"]
+
+
+def refresh_spectral_norms(module: nn.Module, iterations: int = 50) -> None:
+    """Re-run the power iterations of every spectral-norm layer of ``module`` for its current weights.
+
+    Needed after loading averaged (EMA) weights: the averaged power-iteration vectors u, v are
+    not singular vectors of the averaged weight (their norm drops below 1 in long runs), so in
+    eval mode the layer would be scaled by a wrong sigma. Leaves ``module`` in eval mode.
+    """
+    module.train()
+    with torch.no_grad():
+        for _ in range(iterations):
+            for layer in module.modules():
+                if parametrize.is_parametrized(layer, "weight"):
+                    layer.weight  # noqa: B018 -- a training-mode access runs one power iteration
+    module.eval()
 
 
 def noise_bound(X: np.ndarray, beta: float = 1.2, floor: float = 2.0) -> float:
