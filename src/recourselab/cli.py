@@ -24,6 +24,7 @@ STAGES: dict[str, str] = {
     "train_flow": "train DensityFlow per seed, write data/densityflow/<dataset>/seed=<s>/",
     "distill": "distill DensityFlow towards the ensemble under a query budget, write data/distill/...",
     "generate": "DensityFlow counterfactuals + robustness metrics, write data/recourse/... and data/metrics/...",
+    "ablate": "DensityFlow without its density term / distillation, write data/ablate/<dataset>/...",
     "discover": "DISCOVER distributional counterfactuals per model and seed, write data/discover/<dataset>/<model>/...",
 }
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from recourselab.io import read_json
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.e2e
@@ -48,6 +49,9 @@ def test_dvc_repro_tiny_profile_in_a_git_copy(tmp_path):
     assert len(train) == 180 and set(train["y"]) == {0, 1}
     assert not (work / "data/prepared/moons/seed=1").exists()
     assert "prepare@moons" in (work / "dvc.lock").read_text()
+    assert "Running stage 'ablate@moons'" in first.stdout  # foreach over ablate.datasets
+    ablation = read_json(work / "data/metrics/moons/ablate.json")
+    assert {"full.mean_per_model", "no_density.mean_per_model"} <= set(ablation["summary"])
 
     second = _run([sys.executable, "-m", "dvc", "repro"], work, env)
     assert "didn't change" in second.stdout or "up to date" in second.stdout

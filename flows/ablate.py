@@ -1,0 +1,96 @@
+"""Prefect flow of the ``ablate`` stage: what the density term and the distillation buy.
+
+One cached task per (dataset, seed) of ``ablate``: the ``train_flow`` model evaluated without
+its distillation, the same flow retrained with lambda_den 0 (before and after the same
+distillation), each scored like ``generate`` scores the full method (same query set, same
+ensemble). Outputs: ``data/ablate/<dataset>/seed=<s>/{ablate.json,ablate.png}`` and the
+summary ``data/metrics/<dataset>/ablate.json`` (per seed and mean +- std).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from flows.densityflow import CODE, _ensemble, _flip, _run, distill_settings, run
+from recourselab.config import ABLATION_VARIANTS, Params
+from recourselab.data import load_prepared
+from recourselab.densityflow import DensityFlow
+from recourselab.io import read_json, write_json
+from recourselab.metrics import query_set, summarize_seeds, validity_metrics
+from recourselab.orchestration import SeedResult, limit_threads, stage_artifacts
+from recourselab.report.ablation_plots import plot_ablation
+
+ABLATE_CODE = (*CODE, "recourselab.report.ablation_plots")
+__all__ = ["ablate", "ablate_flow", "run"]
+
+
+@task(name="ablate", task_run_name="ablate-{dataset}-seed={seed}",
+      cache_policy=TASK_SOURCE + INPUTS - "prepared_dir" - "ensemble_dir" - "flow_dir" - "recourse_dir")
+def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
+           prepared_dir: str, ensemble_dir: str, flow_dir: str, recourse_dir: str, device: str, n_threads: int,
+           members: list[str]) -> dict[str, Any]:
+    """Ablated variants of one seed's DensityFlow next to the full method's ``generate`` metrics."""
+    prepared = load_prepared(prepared_dir)
+    schema = prepared.schema
+    X, y = prepared.arrays("train")
+    Xte, yte = prepared.arrays("test")
+    gen, dist, variants = section["generate"], section["distill"], section["ablate"]["variants"]
+    checkpoints = Path(staging_root).parent / "checkpoints" / "ablate" / dataset / f"seed={seed}"
+    rows: dict[str, dict[str, Any]] = {"full": _headline(read_json(Path(recourse_dir) / "metrics.json"))}
+    with limit_threads(n_threads):
+        box = _ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]})
+        q = query_set(box.query(Xte, budget="evaluation"), yte, gen["max_queries"])
+        target = _flip(yte[q], schema.n_classes)
+
+        def evaluate(model: DensityFlow, queries_used: int) -> dict[str, Any]:
+            model.with_settings(n_starts=gen["n_starts"], jitter=gen["jitter"])
+            res = model.generate(Xte[q], target=target)
+            out = box.query(res.counterfactuals, budget="evaluation")
+            return {**validity_metrics(out, res.target), "cost_l1": float(res.cost_l1.mean()),
+                    "cost_l2": float(res.cost_l2.mean()), "density": float(res.density.mean()),
+                    "surrogate_validity": float(res.surrogate_valid.mean()), "queries_used": int(queries_used)}
+
+        trained = DensityFlow.load(flow_dir, schema=schema, device=device)
+        if "no_distill" in variants:
+            rows["no_distill"] = evaluate(trained, 0)
+        if {"no_density", "no_density_no_distill"} & set(variants):
+            # the same flow (settings, selected lambdas, seed) without the density term
+            settings = {**dataclasses.asdict(trained.config), "lambda_den": 0.0}
+            plain = DensityFlow(schema=schema, device=device, **settings).fit(X, y, checkpoint_dir=checkpoints)
+            if "no_density_no_distill" in variants:
+                rows["no_density_no_distill"] = evaluate(plain, 0)
+            if "no_density" in variants:
+                plain.with_settings(**distill_settings(dist))
+                rows["no_density"] = evaluate(plain, plain.distill(box, X, y, budget=dist["budget"]))
+    rows = {name: rows[name] for name in ("full", *ABLATION_VARIANTS) if name in rows}
+    title = f"{dataset} seed={seed}: ablation"
+    return stage_artifacts(Path(staging_root) / "ablate" / dataset / f"seed={seed}", {
+        "ablate.json": lambda p: write_json(p, rows),
+        "ablate.png": lambda p: plot_ablation(p, rows, title=title)})
+
+
+def _headline(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The metrics of ``generate`` that every variant also reports."""
+    keys = ("per_model", "mean_per_model", "unanimous", "majority", "cost_l1", "cost_l2", "density",
+            "surrogate_validity", "queries_used")
+    return {k: metrics[k] for k in keys}
+
+
+@flow(name="ablate", validate_parameters=False)
+def ablate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
+                recourse_root: Path, out_root: Path, metrics_root: Path, cache_root: Path) -> list[SeedResult]:
+    """Run the ablation of ``dataset`` for every seed of ``ablate.seeds``."""
+    sub = params.model_copy(update={"seeds": list(params.ablate.seeds)})
+    roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root, "recourse": recourse_root}
+    section = {"ablate": params.ablate.model_dump(mode="json"), "distill": params.distill.model_dump(mode="json"),
+               "generate": params.generate.model_dump(mode="json")}
+    results = _run(ablate, sub, dataset, roots, section, out_root, cache_root,
+                   ["prepared", "ensemble", "flow", "recourse"], ABLATE_CODE)
+    per_seed = {s: read_json(Path(out_root) / dataset / f"seed={s}" / "ablate.json") for s in sub.seeds}
+    write_json(Path(metrics_root) / dataset / "ablate.json", summarize_seeds(per_seed))
+    return results

@@ -1,0 +1,45 @@
+"""Figure of the ``ablate`` stage: validity and cost of DensityFlow with parts removed.
+
+``ablate.png``: per variant (full method first), the mean per-model, majority and unanimous
+validity as grouped bars on the left and the mean L2 cost on the right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from recourselab.errors import DataError
+from recourselab.report.densityflow_plots import CLASS_COLOURS, _save
+
+VALIDITIES = ("mean_per_model", "majority", "unanimous")
+
+
+def plot_ablation(path: str | Path, rows: Mapping[str, Mapping[str, Any]], *, title: str = "") -> Path:
+    """Grouped validity bars and L2 cost per variant; ``rows`` maps variant -> its metrics."""
+    missing = {name: [k for k in (*VALIDITIES, "cost_l2") if k not in m] for name, m in rows.items()}
+    missing = {name: keys for name, keys in missing.items() if keys}
+    if not rows or missing:
+        raise DataError(f"plot_ablation needs validity and cost_l2 for every variant; missing: {missing or 'rows'}")
+    names = list(rows)
+    x = np.arange(len(names))
+    fig = Figure(figsize=(8.0, 3.4))
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
+    width = 0.8 / len(VALIDITIES)
+    for i, key in enumerate(VALIDITIES):
+        left.bar(x + (i - 1) * width, [rows[n][key] for n in names], width, color=CLASS_COLOURS[i],
+                 label=key.replace("_", " "))
+    left.set_xticks(x, names, rotation=15, fontsize=8)
+    left.set_ylim(0.0, 1.05)
+    left.set_ylabel("validity")
+    left.legend(loc="lower left", fontsize=7)
+    right.bar(x, [rows[n]["cost_l2"] for n in names], color=CLASS_COLOURS[3])
+    right.set_xticks(x, names, rotation=15, fontsize=8)
+    right.set_ylabel("mean L2 cost")
+    fig.suptitle(title or "DensityFlow ablation", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)
