@@ -34,9 +34,10 @@ def plot_ablation(path: str | Path, rows: Mapping[str, Mapping[str, Any]], *, ti
         left.bar(x + (i - 1) * width, [rows[n][key] for n in names], width, color=CLASS_COLOURS[i],
                  label=key.replace("_", " "))
     left.set_xticks(x, names, rotation=15, fontsize=8)
-    left.set_ylim(0.0, 1.05)
+    left.set_ylim(0.0, 1.2)
+    left.set_yticks(np.linspace(0.0, 1.0, 6))
     left.set_ylabel("validity")
-    left.legend(loc="lower left", fontsize=7)
+    left.legend(loc="upper center", ncol=len(VALIDITIES), fontsize=7, frameon=False)
     right.bar(x, [rows[n]["cost_l2"] for n in names], color=CLASS_COLOURS[3])
     right.set_xticks(x, names, rotation=15, fontsize=8)
     right.set_ylabel("mean L2 cost")
