@@ -1,10 +1,12 @@
 """Prefect flow of the ``ablate`` stage: what the density term and the distillation buy.
 
-One cached task per (dataset, seed) of ``ablate``: the ``train_flow`` model evaluated without
+One cached task per dataset of ``ablate.datasets`` and each of the first ``ablate.n_seeds``
+seeds: the ``train_flow`` model evaluated without
 its distillation, the same flow retrained with lambda_den 0 (before and after the same
 distillation), each scored like ``generate`` scores the full method (same query set, same
 ensemble). Outputs: ``data/ablate/<dataset>/seed=<s>/{ablate.json,ablate.png}`` and the
-summary ``data/metrics/<dataset>/ablate.json`` (per seed and mean +- std).
+summary ``data/metrics/<dataset>/ablate.json`` (per seed and mean +- std). A pipeline dataset
+outside ``ablate.datasets`` gets only a note (:func:`write_not_ablated`).
 """
 
 from __future__ import annotations
@@ -84,8 +86,8 @@ def _headline(metrics: dict[str, Any]) -> dict[str, Any]:
 @flow(name="ablate", validate_parameters=False)
 def ablate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
                 recourse_root: Path, out_root: Path, metrics_root: Path, cache_root: Path) -> list[SeedResult]:
-    """Run the ablation of ``dataset`` for every seed of ``ablate.seeds``."""
-    sub = params.model_copy(update={"seeds": list(params.ablate.seeds)})
+    """Run the ablation of ``dataset`` for the first ``ablate.n_seeds`` seeds."""
+    sub = params.model_copy(update={"seeds": list(params.seeds[:params.ablate.n_seeds])})
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root, "recourse": recourse_root}
     section = {"ablate": params.ablate.model_dump(mode="json"), "distill": params.distill.model_dump(mode="json"),
                "generate": params.generate.model_dump(mode="json")}
@@ -94,3 +96,11 @@ def ablate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root
     per_seed = {s: read_json(Path(out_root) / dataset / f"seed={s}" / "ablate.json") for s in sub.seeds}
     write_json(Path(metrics_root) / dataset / "ablate.json", summarize_seeds(per_seed))
     return results
+
+
+def write_not_ablated(dataset: str, params: Params, out_root: Path, metrics_root: Path) -> Path:
+    """The outputs of a dataset outside ``ablate.datasets``: a note saying so, no computation."""
+    note = {"dataset": dataset, "ablated": False,
+            "reason": f"not in ablate.datasets {list(params.ablate.datasets)}"}
+    write_json(Path(out_root) / dataset / "not_ablated.json", note)
+    return write_json(Path(metrics_root) / dataset / "ablate.json", note)

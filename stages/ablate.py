@@ -1,6 +1,7 @@
 """DVC stage ``ablate``: the paper's ablation (no density term, no distillation) -> data/ablate/<dataset>/.
 
-For each seed of ``ablate.seeds``: the ``train_flow`` model without distillation, and the same
+For the first ``ablate.n_seeds`` seeds of a dataset in ``ablate.datasets`` (the pipeline's
+other datasets get a note, not_ablated.json): the ``train_flow`` model without distillation, and the same
 flow retrained with lambda_den 0, before and after the same distillation, scored on
 ``generate``'s query set next to the full method. Per seed ablate.json and ablate.png; the
 summary data/metrics/<dataset>/ablate.json (per seed and mean +- std).
@@ -25,15 +26,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metrics", type=Path, default=Path("data/metrics"))
     args = ap.parse_args(argv)
     params = setup(args)
-    if args.dataset not in params.ablate.datasets:
+    if args.dataset not in params.datasets:
         from recourselab.errors import ConfigError
 
-        raise ConfigError(f"{args.dataset!r} is not in ablate.datasets {params.ablate.datasets}")
-    from flows.ablate import ablate_flow, run
+        raise ConfigError(f"{args.dataset!r} is not in datasets {params.datasets}")
+    out_root = args.out or Path("data/ablate")
+    from flows.ablate import ablate_flow, run, write_not_ablated
 
+    if args.dataset not in params.ablate.datasets:
+        write_not_ablated(args.dataset, params, out_root, args.metrics)
+        log.info("ablate %s: not in ablate.datasets %s, nothing to do", args.dataset, params.ablate.datasets)
+        return 0
     results = run(ablate_flow, params, dataset=args.dataset, prepared_root=args.prepared,
                   ensemble_root=args.ensemble, flow_root=args.flow, recourse_root=args.recourse,
-                  out_root=args.out or Path("data/ablate"), metrics_root=args.metrics,
+                  out_root=out_root, metrics_root=args.metrics,
                   cache_root=cache_root(params, args.params))
     log.info("ablate %s: %d seeds, %d cache hits", args.dataset, len(results), sum(r.cached for r in results))
     return 0

@@ -35,7 +35,6 @@ def params_factory():
 
     def make(**overrides) -> Params:
         base = Params().model_dump(mode="json")
-        base["ablate"] = {"variants": base["ablate"]["variants"]}  # datasets / seeds follow the overrides
         for key, value in overrides.items():
             if isinstance(value, dict) and isinstance(base.get(key), dict):
                 base[key] = {**base[key], **value}

@@ -49,7 +49,7 @@ def test_dvc_repro_tiny_profile_in_a_git_copy(tmp_path):
     assert len(train) == 180 and set(train["y"]) == {0, 1}
     assert not (work / "data/prepared/moons/seed=1").exists()
     assert "prepare@moons" in (work / "dvc.lock").read_text()
-    assert "Running stage 'ablate@moons'" in first.stdout  # foreach over ablate.datasets
+    assert "Running stage 'ablate@moons'" in first.stdout  # moons is in ablate.datasets
     ablation = read_json(work / "data/metrics/moons/ablate.json")
     assert {"full.mean_per_model", "no_density.mean_per_model"} <= set(ablation["summary"])
 

@@ -1,4 +1,4 @@
-"""The ablate stage's main(): a dataset outside ablate.datasets fails before any flow runs."""
+"""The ablate stage's main(): datasets outside ablate.datasets get a note, unknown ones an error."""
 
 from __future__ import annotations
 
@@ -6,13 +6,28 @@ import yaml
 
 import flows.ablate  # noqa: F401 - Prefect configures logging on import: do it before caplog attaches
 from recourselab.config import render_profile
+from recourselab.io import read_json
 from stages import ablate
 
 
-def test_dataset_outside_ablate_datasets_is_a_one_line_error(tmp_path, caplog):
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(render_profile("default").model_dump(mode="json")))
-    argv = ["--dataset", "german", "--params", str(params), "--out", str(tmp_path / "out")]
+def _params(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(render_profile("default").model_dump(mode="json")))
+    return str(path)
+
+
+def test_a_dataset_outside_ablate_datasets_gets_a_note_and_no_run(tmp_path):
+    out, metrics = tmp_path / "out", tmp_path / "metrics"
+    argv = ["--dataset", "german", "--params", _params(tmp_path), "--out", str(out), "--metrics", str(metrics)]
+    assert ablate.main(argv) == 0  # no prepared data, ensemble or flow exist: nothing was read
+    note = read_json(metrics / "german" / "ablate.json")
+    assert note == {"dataset": "german", "ablated": False,
+                    "reason": "not in ablate.datasets ['moons', 'adult', 'compas']"}
+    assert read_json(out / "german" / "not_ablated.json") == note
+
+
+def test_a_dataset_outside_the_pipeline_is_a_one_line_error(tmp_path, caplog):
+    argv = ["--dataset", "heloc", "--params", _params(tmp_path), "--out", str(tmp_path / "out")]
     assert ablate.main(argv) == 1
-    assert "'german' is not in ablate.datasets ['moons', 'adult', 'compas']" in caplog.text
+    assert "'heloc' is not in datasets ['moons', 'circles'" in caplog.text
     assert not (tmp_path / "out").exists()
