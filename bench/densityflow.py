@@ -51,7 +51,7 @@ def bench_dataset(name: str, params) -> dict:  # noqa: ANN001
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)  # Prefect configured logging on import
     logging.getLogger("recourselab").setLevel(logging.WARNING)
     params = load_params("params.yaml")
     names = sys.argv[1].split(",") if len(sys.argv) > 1 else ["moons", "adult"]

@@ -209,7 +209,7 @@ def bench_quality(params: Params) -> dict[str, Any]:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)  # Prefect configured logging on import
     logging.getLogger("recourselab").setLevel(logging.WARNING)
     params = Params()
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["speed", "quality"]

@@ -38,7 +38,7 @@ def bench_dataset(name: str, params: Params) -> dict:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)  # Prefect configured logging on import
     params = Params()
     results = {name: bench_dataset(name, params) for name in params.datasets}
     OUT.parent.mkdir(parents=True, exist_ok=True)

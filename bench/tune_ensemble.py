@@ -39,7 +39,7 @@ def bench_dataset(name: str, params: Params) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)  # Prefect configured logging on import
     logging.getLogger("recourselab").setLevel(logging.WARNING)
     params = Params()
     names = sys.argv[1].split(",") if len(sys.argv) > 1 else params.datasets
