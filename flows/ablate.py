@@ -15,15 +15,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.densityflow import CODE, _ensemble, _flip, _run, distill_settings, run
+from flows.densityflow import CODE, _ensemble, _run, distill_settings, run
 from recourselab.config import ABLATION_VARIANTS, Params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
 from recourselab.io import read_json, write_json
-from recourselab.metrics import query_set, summarize_seeds, validity_metrics
+from recourselab.metrics import summarize_seeds, validity_metrics
 from recourselab.orchestration import SeedResult, limit_threads, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
 
@@ -46,8 +48,10 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     rows: dict[str, dict[str, Any]] = {"full": _headline(read_json(Path(recourse_dir) / "metrics.json"))}
     with limit_threads(n_threads):
         box = _ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]})
-        q = query_set(box.query(Xte, budget="evaluation"), yte, gen["max_queries"])
-        target = _flip(yte[q], schema.n_classes)
+        # generate's query rows and targets, read back instead of re-querying the whole test split
+        full = pd.read_parquet(Path(recourse_dir) / "counterfactuals.parquet", columns=["row_id", "target"])
+        position = pd.Series(np.arange(len(yte)), index=prepared.tables["test"]["row_id"].to_numpy())
+        q, target = position.loc[full["row_id"]].to_numpy(), full["target"].to_numpy()
 
         def evaluate(model: DensityFlow, queries_used: int) -> dict[str, Any]:
             model.with_settings(n_starts=gen["n_starts"], jitter=gen["jitter"])
