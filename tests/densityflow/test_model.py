@@ -238,3 +238,24 @@ def test_an_unreadable_checkpoint_is_named_and_left_in_place(moons, tmp_path):
     with pytest.raises(RecourselabError, match="cannot resume DensityFlow training from checkpoint .*delete the file"):
         flow.fit(X, y, checkpoint_dir=tmp_path)
     assert path.read_bytes() == b"not a checkpoint"
+
+
+def test_three_classes_move_each_query_to_its_target_blob():
+    """K = 3 (Gaussian blobs, no schema): counterfactuals land nearest the target class's centre."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[-3.0, 0.0], [3.0, 0.0], [0.0, 4.0]])
+    y = np.repeat(np.arange(3), 250)
+    X = centres[y] + 0.6 * rng.standard_normal((len(y), 2))
+    flow = DensityFlow(seed=0, **{**FAST, "epochs": 30}).fit(X, y)
+    assert flow.n_classes == 3 and flow.surrogate.logits(torch.zeros(5, 2)).shape == (2, 5, 4)  # K + 1 logits
+    q = rng.permutation(len(y))[:90]
+    target = (y[q] + rng.integers(1, 3, len(q))) % 3  # each query to one of the two other classes
+    res = flow.generate(X[q], target=target)
+    # Equal isotropic blobs: the Bayes classifier labels a point by its nearest centre.
+    nearest = np.linalg.norm(res.counterfactuals[:, None, :] - centres[None], axis=2).argmin(1)
+    assert (nearest == target).mean() >= 0.9
+    with torch.no_grad():
+        before = flow.surrogate.score(torch.as_tensor(X[q], dtype=torch.float32), torch.as_tensor(target)).numpy()
+    assert (res.density > before).mean() >= 0.9  # the flow raised S(x | y*) for (nearly) every query
+    with pytest.raises(DataError, match="0..2"):
+        flow.generate(X[:3], target=3)
