@@ -113,6 +113,27 @@ def test_immutables_never_change_and_categoricals_decode_to_levels():
     np.testing.assert_array_equal(schema.transform(out), res.counterfactuals)  # valid points exactly
 
 
+def test_a_querys_counterfactual_does_not_depend_on_the_batch(moons, trained):
+    Xq, yq = moons.arrays("test")
+    trained.with_settings(n_starts=5)  # 3 x 5 x 2 and 10 x 5 x 2 draws: torch's sampler differs by size
+    try:
+        alone = trained.generate(Xq[:3], target=1 - yq[:3]).counterfactuals
+        batch = trained.generate(Xq[:10], target=1 - yq[:10]).counterfactuals[:3]
+    finally:
+        trained.with_settings(n_starts=FAST["n_starts"])
+    np.testing.assert_allclose(alone, batch, atol=1e-4)  # only the adaptive ODE steps differ
+
+
+def test_checkpoint_key_covers_the_immutables(moons):
+    frame, schema = _mixed_schema_data()
+    X = schema.transform(frame)
+    y = schema.encode_target(frame["label"])
+    free = Schema.fit(frame, dataset="toy", target="label", favourable=1, categorical=["sex", "job"],
+                      integer=["age"])
+    keys = {DensityFlow(schema=s, seed=0)._fit_key(X, y) for s in (schema, free, schema)}
+    assert len(keys) == 2
+
+
 def test_same_seed_gives_identical_counterfactuals(moons):
     X, y = moons.arrays("train")
     Xq, yq = moons.arrays("test")

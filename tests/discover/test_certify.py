@@ -94,6 +94,16 @@ def test_eta_rule_guards_zero_gap_sum_and_infinite_ucl():
     assert s.branch == "both_hold" and abs(s.eta - 0.6) < 1e-12
     s = eta_rule(ucl_x=math.inf, ucl_y=0.1, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.05)
     assert s.branch == "x_violated" and s.eta == 0.2
+    # both violated, one of them infinitely: the limit of the finite rule, not 1/2
+    cases = (((math.inf, 0.9), (1e300, 0.9), 0.2), ((math.nan, 0.9), (1e300, 0.9), 0.2),
+             ((1.5, math.inf), (1.5, 1e300), 1.0))
+    for (ucl_x, ucl_y), (big_x, big_y), eta in cases:
+        s = eta_rule(ucl_x=ucl_x, ucl_y=ucl_y, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.05)
+        assert s.branch == "both_violated" and s.eta == eta
+        big = eta_rule(ucl_x=big_x, ucl_y=big_y, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.05)
+        assert abs(big.eta - eta) < 1e-9  # continuous with a huge finite violation
+    s = eta_rule(ucl_x=math.inf, ucl_y=math.inf, U_x=1.0, U_y=0.5, left=0.2, right=1.0, kappa=0.05)
+    assert s.branch == "both_violated" and abs(s.eta - 0.6) < 1e-12
 
 
 def test_interval_narrowing_keeps_eta_in_a_shrinking_interval():

@@ -33,6 +33,15 @@ def test_cone_is_filled_uniformly_not_snapped_to_the_boundary():
     assert res.pvalue > 1e-3
 
 
+@pytest.mark.parametrize("phi", [math.pi / 4, math.pi / 2, 0.9 * math.pi])
+def test_one_dimensional_cone_is_the_axis_direction_for_any_angle_below_pi(phi):
+    rng = np.random.default_rng(2)
+    axis = rng.normal(size=(400, 1))
+    assert (sample_cone(axis, phi, rng) == np.sign(axis)).all()
+    free = sample_cone(axis, math.pi, rng)  # the whole sphere S^0: both signs
+    assert set(np.unique(free)) == {-1.0, 1.0}
+
+
 def test_zero_axis_gives_isotropic_directions():
     rng = np.random.default_rng(1)
     u = sample_cone(np.zeros((20000, 3)), math.pi / 8, rng)

@@ -200,7 +200,7 @@ class DensityFlow:
         k = self.n_classes
         if k == 2:
             return 1 - y
-        return (y + torch.randint(1, k, y.shape, generator=gen, device=y.device)) % k
+        return (y + torch.randint(1, k, y.shape, generator=gen).to(y.device)) % k  # gen lives on the CPU
 
     def _require_fit(self) -> None:
         if self.surrogate is None:
@@ -342,8 +342,12 @@ class DensityFlow:
         return self
 
     def _fit_key(self, X: np.ndarray, y: np.ndarray) -> str:
-        """Hash of the settings and the (subsampled) training data of one ``fit``."""
+        """Hash of the settings, the mutable mask, this package's source and the (subsampled)
+        training data of one ``fit`` (a checkpoint of other code or immutables is never resumed)."""
         h = hashlib.sha256(json.dumps(dataclasses.asdict(self.config), sort_keys=True).encode())
+        h.update(self._mutable_mask(X.shape[1]).tobytes())
+        for source in sorted(Path(__file__).parent.glob("*.py")):
+            h.update(source.read_bytes())
         h.update(np.ascontiguousarray(X, dtype=np.float32).tobytes())
         h.update(np.ascontiguousarray(y, dtype=np.int64).tobytes())
         return h.hexdigest()[:16]
@@ -472,10 +476,10 @@ class DensityFlow:
         """Counterfactuals for ``factuals`` (n, d) towards ``target`` (n,) or one class.
 
         ``n_starts`` starts per query (the query itself and Gaussian jitters on mutable
-        coordinates) are integrated in one batched solve; the closest (L2) end state that
-        both proxies label ``target`` is kept, else the closest overall. With a schema, end
-        states are snapped to valid points (categorical levels, integers) and immutable
-        columns are copied from the factuals.
+        coordinates, the same offsets for every query) are integrated in one batched solve;
+        the closest (L2) end state that both proxies label ``target`` is kept, else the closest
+        overall. With a schema, end states are snapped to valid points (categorical levels,
+        integers) and immutable columns are copied from the factuals.
         """
         self._require_fit()
         cfg = self.config
@@ -487,8 +491,9 @@ class DensityFlow:
         N = cfg.n_starts
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 2)
         Xt = self._tensor(X)
-        jit = torch.randn(n, N, d, generator=gen).to(self.device) * cfg.jitter * self.field.mutable
-        jit[:, 0] = 0.0
+        # One set of N offsets for every query, so a query's result does not depend on the batch.
+        jit = torch.randn(N, d, generator=gen).to(self.device) * cfg.jitter * self.field.mutable
+        jit[0] = 0.0
         starts = (Xt[:, None, :] + jit).reshape(n * N, d)
         targets = torch.as_tensor(np.repeat(tgt, N), device=self.device)
         z, _, path = integrate(self.field, starts, targets, rtol=cfg.rtol_test, atol=cfg.atol_test,

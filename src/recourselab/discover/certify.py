@@ -124,7 +124,9 @@ def eta_rule(ucl_x: float, ucl_y: float, U_x: float, U_y: float, left: float, ri
     weigh it more); if ``b < 0 <= a``: eta = r; otherwise eta = l + p (r - l) with
     p = b / (a + b) when both are violated and p = a / (a + b) when both hold (p = 1/2 when
     a + b = 0). Narrowing: if eta > (l + r) / 2 then l += kappa (r - l) else r -= kappa (r - l).
-    Non-finite UCLs count as violated. ``left``, ``right`` are the current l, r.
+    Non-finite UCLs count as infinitely violated: with the other side violated by a finite gap,
+    p takes its limit (eta = l when UCL_x is the infinite one, r when UCL_y is), and p = 1/2
+    when both are. ``left``, ``right`` are the current l, r.
     """
     lo, hi = left, right
     a = U_x - ucl_x if math.isfinite(ucl_x) else -math.inf
@@ -137,8 +139,10 @@ def eta_rule(ucl_x: float, ucl_y: float, U_x: float, U_y: float, left: float, ri
         both_violated = a < 0 and b < 0
         branch = "both_violated" if both_violated else "both_hold"
         s = a + b
-        if not math.isfinite(s):  # both infinitely violated: no information
+        if math.isinf(a) and math.isinf(b):  # both infinitely violated: no information
             p = 0.5
+        elif math.isinf(a) or math.isinf(b):  # the limit of b / (a + b)
+            p = 0.0 if math.isinf(a) else 1.0
         elif s == 0:
             p = 0.5
         else:

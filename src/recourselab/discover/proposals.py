@@ -65,7 +65,7 @@ def sample_cone(axis: np.ndarray, phi: float, rng: np.random.Generator) -> np.nd
     guided = norm[..., 0] > _TINY
     if m == 1:
         flip = np.where(unif < 0.5, 1.0, -1.0)
-        sign = np.where(guided & (phi < math.pi / 2), np.sign(axis[..., 0]), flip)
+        sign = np.where(guided & (phi < math.pi), np.sign(axis[..., 0]), flip)  # S^0: -axis is pi away
         return sign[..., None]
     znorm = np.linalg.norm(z, axis=-1, keepdims=True)
     uniform = z / np.where(znorm > 0, znorm, 1.0)
