@@ -20,12 +20,12 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.densityflow import CODE, _ensemble, _run, distill_settings, run
+from flows.densityflow import CODE, _ensemble, _run, counterfactual_metrics, distill_settings, run
 from recourselab.config import ABLATION_VARIANTS, Params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
 from recourselab.io import read_json, write_json
-from recourselab.metrics import summarize_seeds, validity_metrics
+from recourselab.metrics import summarize_seeds
 from recourselab.orchestration import SeedResult, limit_threads, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
 
@@ -56,10 +56,7 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
         def evaluate(model: DensityFlow, queries_used: int) -> dict[str, Any]:
             model.with_settings(n_starts=gen["n_starts"], jitter=gen["jitter"])
             res = model.generate(Xte[q], target=target)
-            out = box.query(res.counterfactuals, budget="evaluation")
-            return {**validity_metrics(out, res.target), "cost_l1": float(res.cost_l1.mean()),
-                    "cost_l2": float(res.cost_l2.mean()), "density": float(res.density.mean()),
-                    "surrogate_validity": float(res.surrogate_valid.mean()), "queries_used": int(queries_used)}
+            return counterfactual_metrics(res, box.query(res.counterfactuals, budget="evaluation"), queries_used)
 
         trained = DensityFlow.load(flow_dir, schema=schema, device=device)
         if "no_distill" in variants:

@@ -159,10 +159,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
             paths = model.generate(Xte[sub], target=_flip(yte[sub], schema.n_classes),
                                    return_trajectories=True).trajectories
     distilled = read_json(Path(flow_dir) / "distill.json") if (Path(flow_dir) / "distill.json").is_file() else {}
-    metrics = {**validity_metrics(out, res.target), "cost_l1": float(res.cost_l1.mean()),
-               "cost_l2": float(res.cost_l2.mean()), "density": float(res.density.mean()),
-               "surrogate_validity": float(res.surrogate_valid.mean()), "n_queries": int(len(q)),
-               "queries_used": int(distilled.get("queries_used", 0)),
+    metrics = {**counterfactual_metrics(res, out, int(distilled.get("queries_used", 0))), "n_queries": int(len(q)),
                "evaluation_queries": int(box.used("evaluation")), **plausible}
     table = pd.DataFrame({"row_id": row_id[q], "target": res.target})
     table[[f"cf__{c}" for c in schema.encoded_columns]] = res.counterfactuals
@@ -179,6 +176,15 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     return stage_artifacts(Path(staging_root) / "generate" / dataset / f"seed={seed}", {
         "counterfactuals.parquet": lambda p: write_parquet(p, table, provenance),
         "metrics.json": lambda p: write_json(p, metrics), **figures})
+
+
+def counterfactual_metrics(res: Any, out: Any, queries_used: int) -> dict[str, Any]:
+    """Validity (per model, mean per model, unanimous, majority), mean L1 / L2 cost, mean density
+    score and surrogate validity of one ``generate`` result ``res`` whose counterfactuals the
+    ensemble labelled ``out``; shared by ``generate`` and ``ablate``."""
+    return {**validity_metrics(out, res.target), "cost_l1": float(res.cost_l1.mean()),
+            "cost_l2": float(res.cost_l2.mean()), "density": float(res.density.mean()),
+            "surrogate_validity": float(res.surrogate_valid.mean()), "queries_used": int(queries_used)}
 
 
 def _rq2(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from recourselab.densityflow.flow import VelocityField, integrate
 from recourselab.densityflow.surrogate import Surrogate, noise_bound, refresh_spectral_norms
 from recourselab.errors import DataError, RecourselabError
 from recourselab.io import write_bytes, write_json
+from recourselab.orchestration import code_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -346,8 +347,7 @@ class DensityFlow:
         training data of one ``fit`` (a checkpoint of other code or immutables is never resumed)."""
         h = hashlib.sha256(json.dumps(dataclasses.asdict(self.config), sort_keys=True).encode())
         h.update(self._mutable_mask(X.shape[1]).tobytes())
-        for source in sorted(Path(__file__).parent.glob("*.py")):
-            h.update(source.read_bytes())
+        h.update(code_fingerprint("recourselab.densityflow").encode())
         h.update(np.ascontiguousarray(X, dtype=np.float32).tobytes())
         h.update(np.ascontiguousarray(y, dtype=np.int64).tobytes())
         return h.hexdigest()[:16]
