@@ -338,3 +338,11 @@ def test_ablate_settings_are_validated():
 def test_ablate_errors_name_the_problem(ablate, pattern):
     with pytest.raises(ConfigError, match=pattern):
         parse_params({"ablate": ablate})
+
+
+@pytest.mark.parametrize("grid", [{"lambda_cost": []}, {"lambda_den": [0.1, -0.2]}])
+def test_lambda_grid_needs_non_negative_values(grid):
+    key = next(iter(grid))
+    with pytest.raises(ConfigError, match=rf"train_flow\.lambda_grid\.{key}: needs at least one value, all >= 0"):
+        parse_params({"train_flow": {"lambda_grid": grid}})
+    assert parse_params({"train_flow": {"lambda_grid": {key: [0.0, 0.3]}}}).train_flow.lambda_grid == {key: [0.0, 0.3]}

@@ -207,6 +207,9 @@ class TrainFlowParams(StrictModel):
 
     @model_validator(mode="after")
     def _overrides_valid(self) -> TrainFlowParams:
+        for key, values in self.lambda_grid.items():
+            if not values or any(not (v >= 0) for v in values):
+                raise ValueError(f"train_flow.lambda_grid.{key}: needs at least one value, all >= 0 (got {values})")
         for name in self.per_dataset:
             self.for_dataset(name)
         return self

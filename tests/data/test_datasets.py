@@ -561,3 +561,28 @@ def test_custom_favourable_string_with_unlabelled_rows(params_factory, tmp_path)
     raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, favourable="1"))
     assert len(raw.frame) == 119
     assert prepare_splits(raw, 0, SPLIT).schema.classes[-1] == 1
+
+
+def test_validate_frame_target_in_drop():
+    frame = pd.DataFrame({"a": [1.0, 2.0], "label": [0, 1]})
+    with pytest.raises(DataError, match=r"dataset 't': the target 'label' is listed under drop"):
+        validate_frame(frame, _spec(drop=("label",)))
+
+
+@pytest.mark.parametrize("reserved", ["y", "row_id"])
+def test_validate_frame_reserved_feature_names(reserved):
+    frame = pd.DataFrame({"a": [1.0, 2.0], reserved: [3.0, 4.0], "label": [0, 1]})
+    with pytest.raises(DataError, match=rf"feature column\(s\) \['{reserved}'\] use names the prepared tables"):
+        validate_frame(frame, _spec())
+
+
+def test_validate_frame_all_missing_column():
+    frame = pd.DataFrame({"a": [1.0, 2.0], "c": [None, None], "label": [0, 1]})
+    with pytest.raises(DataError, match=r"feature column\(s\) \['c'\] have no values \(all missing\)"):
+        validate_frame(frame, _spec(categorical=("c",)))
+
+
+def test_validate_frame_infinite_value():
+    frame = pd.DataFrame({"a": [1.0, np.inf, 3.0], "label": [0, 1, 0]})
+    with pytest.raises(DataError, match=r"1 infinite value\(s\) in numerical column 'a' \(rows \[1\]\)"):
+        validate_frame(frame, _spec())

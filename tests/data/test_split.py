@@ -97,5 +97,5 @@ def test_single_class_rejected():
 
 def test_tiny_class_rejected():
     y = np.array([0] * 50 + [1, 1])
-    with pytest.raises(DataError, match=r"a class has only 2 rows \(need >= 3\)"):
+    with pytest.raises(DataError, match=r"fewer than 3 rows \(label: rows\) \{1: 2\}"):
         stratified_split(y, 0)

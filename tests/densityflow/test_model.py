@@ -188,8 +188,35 @@ def test_bad_input(moons, trained):
         trained.generate(np.zeros((2, 3)))
     with pytest.raises(DataError, match="2-D"):
         trained.generate(np.zeros(2))
-    with pytest.raises(DataError, match="target classes"):
+    with pytest.raises(DataError, match=r"generate target: class indices must lie in 0\.\.1"):
         trained.generate(X[:2], target=5)
+    for bad in (0.7, "yes", [1.0, np.nan, 0.0]):
+        with pytest.raises(DataError, match="generate target: class indices must be finite integers"):
+            trained.generate(X[:3], target=bad)
+    with pytest.raises(DataError, match=r"generate target: expected 3 class indices \(one per row\), got shape \(2,\)"):
+        trained.generate(X[:3], target=np.array([1, 0]))
+    with pytest.raises(DataError, match="generate: no factual rows"):
+        trained.generate(np.zeros((0, 2)))
+    with pytest.raises(DataError, match=rf"fit labels: expected {len(X)} class indices"):
+        DensityFlow(epochs=1).fit(X, y[:50])
+    with pytest.raises(DataError, match=r"fit labels: class indices must lie in >= 0"):
+        DensityFlow(epochs=1).fit(X, np.where(np.arange(len(y)) == 0, -1, y))
+    with pytest.raises(TypeError, match="distill needs a query-counting oracle"):
+        trained.distill(object(), X, y, budget=10)
+
+
+def test_distill_rejects_a_negative_budget(moons, trained):
+    X, y = moons.arrays("train")
+
+    class Oracle:  # never asked: the budget is checked first
+        def query(self, *a, **k):
+            raise AssertionError("queried")
+
+        def remaining(self, *a, **k):
+            raise AssertionError("queried")
+
+    with pytest.raises(DataError, match="distill budget must be >= 0 queried rows, got -5"):
+        trained.distill(Oracle(), X, y, budget=-5)
 
 
 def test_min_steps_raises_the_number_of_epochs(moons):

@@ -232,8 +232,14 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
         if missing:
             raise DataError(f"dataset {name!r}: {role} column(s) {missing} not found in the file; "
                             f"available columns: {list(frame.columns)}")
+    if spec.target in spec.drop:
+        raise DataError(f"dataset {name!r}: the target {spec.target!r} is listed under drop")
     frame = frame.drop(columns=list(spec.drop))
     features = list(spec.features) if spec.features else [c for c in frame.columns if c != spec.target]
+    reserved = sorted({ROW_ID, LABEL} & set(features))
+    if reserved:
+        raise DataError(f"dataset {name!r}: feature column(s) {reserved} use names the prepared tables "
+                        f"reserve ({ROW_ID!r}, {LABEL!r}); rename or drop them")
     for role in ("categorical", "integer", "immutable"):
         stray = [c for c in declared[role] if c not in features]
         if stray:
@@ -251,6 +257,9 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
         # Missing labels turn an integer column into floats: restore the integers.
         if pd.api.types.is_float_dtype(target) and (target == np.round(target)).all():
             frame[spec.target] = target.astype(np.int64)
+    empty = [c for c in features if frame[c].isna().all()]
+    if empty:
+        raise DataError(f"dataset {name!r}: feature column(s) {empty} have no values (all missing); drop them")
     for col in features:
         if col in spec.categorical:
             continue
@@ -261,6 +270,11 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
             examples = sorted({str(v) for v in raw[bad].head(5)})
             raise DataError(f"dataset {name!r}: non-numeric values in numerical column {col!r}, "
                             f"e.g. {examples} (declare it categorical if it is)")
+        infinite = np.isinf(num.to_numpy(dtype=float))
+        if infinite.any():
+            raise DataError(f"dataset {name!r}: {int(infinite.sum())} infinite value(s) in numerical column "
+                            f"{col!r} (rows {np.flatnonzero(infinite)[:5].tolist()}); use a finite value or "
+                            "leave the cell empty (missing values are median-imputed)")
         frame[col] = num.astype(float)
     if frame[features].shape[1] == 0:
         raise DataError(f"dataset {name!r}: no feature columns left")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
+from recourselab.data.schema import python_scalar
 from recourselab.errors import DataError
 
 
@@ -23,11 +24,13 @@ def stratified_split(y: np.ndarray, seed: int, fractions: tuple[float, float, fl
     dict with sorted index arrays ``train``, ``val``, ``test``: disjoint, covering ``range(n)``.
     """
     y = np.asarray(y)
-    _, counts = np.unique(y, return_counts=True)
+    labels, counts = np.unique(y, return_counts=True)
     if counts.size < 2:
         raise DataError("cannot split: the target has a single class")
     if counts.min() < 3:
-        raise DataError(f"cannot stratify: a class has only {counts.min()} rows (need >= 3)")
+        rare = {python_scalar(lv): int(c) for lv, c in zip(labels, counts, strict=True) if c < 3}
+        raise DataError(f"cannot stratify: class(es) with fewer than 3 rows (label: rows) {rare}; "
+                        "each class needs one row per split")
     idx = np.arange(len(y))
     f_train, f_val, f_test = fractions
     rest, test = train_test_split(idx, test_size=f_test, stratify=y, random_state=seed)

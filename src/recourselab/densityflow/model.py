@@ -144,6 +144,28 @@ class TrainLog:
         return pd.DataFrame(self.rows)
 
 
+def class_labels(y: Any, n_rows: int, what: str, n_classes: int | None = None) -> np.ndarray:
+    """``y`` as int64 class indices (n_rows,), checked: one per row, integer-valued, in 0..K-1.
+
+    Raises
+    ------
+    DataError
+        Naming ``what`` and the problem (shape, non-integer or non-finite values, range).
+    """
+    arr = np.asarray(y)
+    if arr.ndim != 1 or len(arr) != n_rows:
+        raise DataError(f"{what}: expected {n_rows} class indices (one per row), got shape {arr.shape}")
+    numeric = arr.dtype == bool or np.issubdtype(arr.dtype, np.number)
+    if not numeric or not np.isfinite(arr.astype(float)).all() or (arr.astype(float) % 1 != 0).any():
+        raise DataError(f"{what}: class indices must be finite integers, got e.g. {arr[:3].tolist()}")
+    labels = arr.astype(np.int64)
+    top = n_classes - 1 if n_classes is not None else None
+    if n_rows and (labels.min() < 0 or (top is not None and labels.max() > top)):
+        valid = f"0..{top}" if top is not None else ">= 0"
+        raise DataError(f"{what}: class indices must lie in {valid}, got {sorted(set(labels.tolist()))[:10]}")
+    return labels
+
+
 def _lr_lambda(cfg: DensityFlowConfig, base_lr: float, epochs: int):  # noqa: ANN202
     warm = min(cfg.warmup_epochs, max(epochs - 1, 0))
     floor = cfg.lr_min / base_lr
@@ -261,7 +283,7 @@ class DensityFlow:
         """
         cfg = self.config
         X = self._encode(X)
-        y = np.asarray(y, dtype=np.int64)
+        y = class_labels(y, len(X), "fit labels")
         if len(np.unique(y)) < 2:
             raise DataError("DensityFlow needs at least two classes in the training labels")
         n_classes = int(y.max()) + 1
@@ -392,9 +414,14 @@ class DensityFlow:
         ``queries_used_``.
         """
         self._require_fit()
+        if not all(callable(getattr(oracle, m, None)) for m in ("query", "remaining")):
+            raise TypeError(f"distill needs a query-counting oracle (recourselab.models.BlackBox), got "
+                            f"{type(oracle).__name__}")
+        if budget < 0:
+            raise DataError(f"distill budget must be >= 0 queried rows, got {budget}")
         cfg = self.config
         X = self._encode(X)
-        y = np.asarray(y, dtype=np.int64)
+        y = class_labels(y, len(X), "distill labels", self.n_classes)
         Xt, yt = self._tensor(X), torch.tensor(y, device=self.device)
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
         opt_phi = torch.optim.AdamW(self.surrogate.parameters(), lr=cfg.distill_lr_phi,
@@ -485,9 +512,13 @@ class DensityFlow:
         cfg = self.config
         X = self._encode(factuals)
         n, d = X.shape
-        tgt = self.default_target(n) if target is None else np.broadcast_to(np.asarray(target), (n,)).astype(np.int64)
-        if tgt.min() < 0 or tgt.max() >= self.n_classes:
-            raise DataError(f"target classes must lie in 0..{self.n_classes - 1}")
+        if n == 0:
+            raise DataError("generate: no factual rows")
+        if target is None:
+            tgt = self.default_target(n)
+        else:
+            t = np.asarray(target)
+            tgt = class_labels(np.full(n, t) if t.ndim == 0 else t, n, "generate target", self.n_classes)
         N = cfg.n_starts
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 2)
         Xt = self._tensor(X)
