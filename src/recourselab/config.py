@@ -205,11 +205,16 @@ class TrainFlowParams(StrictModel):
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_FLOW_OVERRIDES.items()},
         description="dataset -> settings of this section that replace the common ones")
 
-    @model_validator(mode="after")
-    def _overrides_valid(self) -> TrainFlowParams:
-        for key, values in self.lambda_grid.items():
+    @field_validator("lambda_grid")
+    @classmethod
+    def _grid_values(cls, grid: dict[str, list[float]]) -> dict[str, list[float]]:
+        for key, values in grid.items():
             if not values or any(not (v >= 0) for v in values):
                 raise ValueError(f"train_flow.lambda_grid.{key}: needs at least one value, all >= 0 (got {values})")
+        return grid
+
+    @model_validator(mode="after")
+    def _overrides_valid(self) -> TrainFlowParams:
         for name in self.per_dataset:
             self.for_dataset(name)
         return self
