@@ -136,6 +136,14 @@ def test_custom_declaration_must_be_a_mapping():
         parse_params({"data": {"custom": {"mine": 5}}})
 
 
+def test_yaml_types_that_are_not_coercions_still_fill_their_fields():
+    p = parse_params({"train_flow": {"lambda_cost": 1}, "prepare": {"split": [0.6, 0.2, 0.2]},
+                      "data": {"dir": "somewhere"}})
+    assert p.train_flow.lambda_cost == 1.0 and isinstance(p.train_flow.lambda_cost, float)
+    assert p.prepare.split == (0.6, 0.2, 0.2)
+    assert p.data.dir == Path("somewhere")
+
+
 def test_custom_favourable_keeps_yaml_type():
     as_str = parse_params({"data": {"custom": {"mine": {**CUSTOM_OK, "favourable": "1"}}}})
     as_int = parse_params({"data": {"custom": {"mine": {**CUSTOM_OK, "favourable": 1}}}})
@@ -161,6 +169,12 @@ def test_custom_favourable_keeps_yaml_type():
         ({"datasets": "moons"}, r"datasets: Input should be a valid list"),
         ({"data": {"custom": {"mine": {**CUSTOM_OK, "categorical": "a"}}}},
          r"data\.custom\.mine\.categorical: Input should be a valid list"),
+        # no lax coercions: a YAML boolean is not a number, a string not a boolean, 2.5 not an integer
+        ({"distill": {"budget": True}}, r"distill\.budget: Input should be a valid integer"),
+        ({"train_flow": {"lambda_cost": True}}, r"train_flow\.lambda_cost: Input should be a valid number"),
+        ({"train_flow": {"adjoint": "yes"}}, r"train_flow\.adjoint: Input should be a valid boolean"),
+        ({"train_flow": {"epochs": 2.5}}, r"train_flow\.epochs: Input should be a valid integer"),
+        ({"seeds": ["0"]}, r"seeds\.0: Input should be a valid integer"),
     ],
 )
 def test_wrong_types_and_values_name_the_key(raw, pattern):
@@ -315,6 +329,7 @@ def test_train_flow_per_dataset_overrides_only_that_dataset():
     ({"spirals": {"min_stepz": 5}}, r"per_dataset\.spirals: unknown keys \['min_stepz'\]; valid keys: .*min_steps"),
     ({"spiral": {"min_steps": 5}}, r"unknown dataset 'spiral' \(did you mean 'spirals'\?\)"),
     ({"spirals": {"min_steps": -5}}, r"per_dataset\.spirals: min_steps: Input should be greater than or equal to 0"),
+    ({"spirals": {"min_steps": True}}, r"per_dataset\.spirals: min_steps: Input should be a valid integer"),
 ])
 def test_train_flow_per_dataset_errors_name_the_problem(override, pattern):
     with pytest.raises(ConfigError, match=pattern):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import stat
 
 import numpy as np
@@ -87,6 +88,15 @@ def test_copy_atomic(tmp_path):
 
 
 # ---------------------------------------------------------------------------- JSON
+def test_json_writes_non_finite_floats_as_null(tmp_path):
+    obj = {"rho": float("nan"), "per_seed": [1.5, float("inf"), (float("-inf"), 2)], "n": np.float64("nan")}
+    path = write_json(tmp_path / "x.json", obj)
+    text = path.read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON token {c}")) == {
+        "rho": None, "per_seed": [1.5, None, [None, 2]], "n": None}
+
+
 def test_json_round_trip_sorted_and_indented(tmp_path):
     obj = {"b": [1, 2.5, None], "a": {"z": "s", "y": True}}
     path = write_json(tmp_path / "x.json", obj)

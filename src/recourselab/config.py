@@ -30,6 +30,16 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _validate_strict(model: type[StrictModel], data: dict[str, Any]) -> Any:
+    """Validate a YAML-like mapping without lax coercions.
+
+    Goes through pydantic's strict JSON mode: YAML lists still fill tuples and strings still fill
+    paths and literals, but ``true`` is not a number, ``"yes"`` not a boolean and ``2.5`` not an
+    integer (the lax mode turned ``budget: true`` into 1 and ``adjoint: "yes"`` into True).
+    """
+    return model.model_validate_json(json.dumps(data, default=str), strict=True)
+
+
 class CustomDataset(StrictModel):
     """A user-declared dataset read from a CSV or Parquet file (no code needed)."""
 
@@ -229,7 +239,7 @@ class TrainFlowParams(StrictModel):
                              f"{', '.join(sorted(fields))}")
         base = self.model_dump(exclude={"per_dataset"})
         try:
-            return type(self).model_validate({**base, **override, "per_dataset": {}})
+            return _validate_strict(type(self), {**base, **override, "per_dataset": {}})
         except ValidationError as err:
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
             raise ValueError(f"train_flow.per_dataset.{name}: {problems}") from None
@@ -500,8 +510,13 @@ def _format_errors(err: ValidationError, source: str) -> str:
             )
         else:
             where = f"{key}: " if key else ""
-            lines.append(f"  {where}{e['msg']}")
+            lines.append(f"  {where}{_JSON_WORDS.get(e['msg'], e['msg'])}")
     return "\n".join(lines)
+
+
+#: Strict JSON-mode messages in YAML words.
+_JSON_WORDS = {"Input should be an object": "Input should be a valid dictionary",
+               "Input should be a valid array": "Input should be a valid list"}
 
 
 def parse_params(raw: dict[str, Any] | None, source: str = "<params>") -> Params:
@@ -517,7 +532,7 @@ def parse_params(raw: dict[str, Any] | None, source: str = "<params>") -> Params
     if not isinstance(raw, dict):
         raise ConfigError(f"{source} must hold a mapping at the top level, got {type(raw).__name__}")
     try:
-        return Params.model_validate(raw)
+        return _validate_strict(Params, raw)
     except ValidationError as err:
         raise ConfigError(_format_errors(err, source)) from None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -57,9 +58,26 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
     return Path(path)
 
 
+def _strict_json(obj: Any) -> Any:
+    """``obj`` with every NaN / infinite float replaced by None (JSON has no such numbers)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: _strict_json(value) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_strict_json(value) for value in obj]
+    return obj
+
+
 def write_json(path: str | Path, obj: Any) -> Path:
-    """Atomically write ``obj`` as indented, key-sorted JSON."""
-    return write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+    """Atomically write ``obj`` as indented, key-sorted, standard JSON.
+
+    NaN and infinite floats (e.g. a correlation of a constant column) are written as ``null``:
+    Python's bare ``NaN`` / ``Infinity`` tokens are not JSON, and strict readers (jq, browsers,
+    other languages) reject the whole file.
+    """
+    text = json.dumps(_strict_json(obj), indent=2, sort_keys=True, allow_nan=False)
+    return write_bytes(path, (text + "\n").encode())
 
 
 def read_json(path: str | Path) -> Any:

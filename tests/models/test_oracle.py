@@ -268,6 +268,21 @@ def test_bad_inputs_raise_clear_errors_and_count_nothing(moons, sk_members):
     assert isinstance(info.value, KeyError) and isinstance(info.value, RecourselabError)
 
 
+def test_zero_rows_give_empty_outputs_without_calling_members(toy_schema_model):
+    schema, _, _ = toy_schema_model
+    members = {"a": TablePredictor([[0.4, 0.6]]), "b": TablePredictor([[0.9, 0.1]])}
+    bb = BlackBox(members, schema=schema, budgets={"selection": 0})
+    out = bb.query(np.zeros((0, schema.n_encoded)), budget="selection")
+    assert out.member_proba.shape == (2, 0, schema.n_classes)
+    assert out.mean_proba.shape == (0, schema.n_classes) and out.mean_label.shape == (0,)
+    assert bb.predict(np.zeros((0, schema.n_encoded))).shape == (0,)
+    assert [m.calls for m in members.values()] == [[], []]
+    assert bb.used("selection") == 0 and bb.used() == 0
+    # without a schema the number of classes is unknown
+    with pytest.raises(DataError, match="cannot query 0 rows without a schema"):
+        BlackBox(members).query(np.zeros((0, 4)))
+
+
 def test_constructor_rejects_empty_or_non_predictor_members():
     with pytest.raises(DataError, match="at least one member"):
         BlackBox({})

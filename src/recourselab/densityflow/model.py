@@ -156,7 +156,8 @@ def class_labels(y: Any, n_rows: int, what: str, n_classes: int | None = None) -
     if arr.ndim != 1 or len(arr) != n_rows:
         raise DataError(f"{what}: expected {n_rows} class indices (one per row), got shape {arr.shape}")
     numeric = arr.dtype == bool or np.issubdtype(arr.dtype, np.number)
-    if not numeric or not np.isfinite(arr.astype(float)).all() or (arr.astype(float) % 1 != 0).any():
+    values = arr.astype(float) if numeric else None
+    if values is None or not np.isfinite(values).all() or (values % 1 != 0).any():
         raise DataError(f"{what}: class indices must be finite integers, got e.g. {arr[:3].tolist()}")
     labels = arr.astype(np.int64)
     top = n_classes - 1 if n_classes is not None else None

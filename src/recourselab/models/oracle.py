@@ -248,12 +248,18 @@ class BlackBox:
         Raises
         ------
         DataError
-            Not 2-D, wrong width, non-finite values, DataFrame without schema, bad member output.
+            Not 2-D, wrong width, non-finite values, DataFrame without schema, bad member output,
+            0 rows without a schema (with one, 0 rows give an empty output and count nothing).
         QueryBudgetExceeded
             ``used + n > limit``; no member is called and the counter is unchanged.
         """
         X = self._encode(X)
         n = X.shape[0]
+        if n == 0:  # estimators reject empty inputs; nothing is sent, nothing is counted
+            if self.schema is None:
+                raise DataError("cannot query 0 rows without a schema (the number of classes is unknown)")
+            return EnsembleOutput(member_names=self.member_names,
+                                  member_proba=np.zeros((self.n_members, 0, self.schema.n_classes)))
         total = self._ledger.reserve(budget, n)
         logger.debug("query budget=%r rows=%d members=%d used=%d limit=%s", budget, n, self.n_members,
                      total, self._ledger.limits.get(budget))
