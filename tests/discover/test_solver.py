@@ -166,6 +166,35 @@ def test_uncertifiable_runs_say_so_plainly(toy):
     assert res.iteration == len(res.log) - 1
 
 
+class _ConstantModel:
+    def predict_proba(self, X):
+        return np.tile([0.3, 0.7], (len(X), 1))
+
+
+def test_a_model_no_edit_can_move_is_never_reported_certified(toy):
+    # every edit raises OT(x) and leaves the outputs alone, so the unedited sample is the best one;
+    # proposals identical to the current rows (rounded or clipped back) must not count as edits
+    with pytest.warns(NotCertifiedWarning):
+        res = Discover(_ConstantModel(), schema=toy.schema, **FAST).explain(toy.factuals, TARGET)
+    assert res.feasible is False and res.metrics["edited_rows"] == 0
+    assert np.array_equal(res.counterfactuals, res.factuals)
+    assert (res.log["edited_rows"] == 0).all() and not res.log["accepted"].any()
+
+
+class _BadModel:
+    def __init__(self, value):
+        self.value = value
+
+    def predict_proba(self, X):
+        return np.tile([1.0 - self.value, self.value], (len(X), 1))
+
+
+@pytest.mark.parametrize("value", [1.5, -0.2, np.nan])
+def test_model_outputs_outside_probabilities_are_refused(toy, value):
+    with pytest.raises(DataError, match=r"outside \[0, 1\] or non-finite in 40 of 40 rows"):
+        Discover(_BadModel(value), schema=toy.schema, **FAST).explain(toy.factuals, TARGET)
+
+
 def test_dataframe_factuals_are_encoded_through_the_schema(toy):
     frame = toy.schema.inverse_transform(toy.factuals)
     a = _run(toy)

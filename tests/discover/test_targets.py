@@ -58,3 +58,20 @@ def test_unknown_kind_and_parameters_list_the_valid_ones():
         make_target("beta", mean=0.5)
     with pytest.raises(DataError, match=r"\[0, 1\]"):
         make_target("constant", value=2.0, n=3)
+
+
+def test_mappings_take_parameters_at_the_top_level_too_and_never_drop_them():
+    nested = Target.from_dict({"kind": "beta", "params": {"a": 0.5, "b": 2.0}, "seed": 7})
+    flat = Target.from_dict({"kind": "beta", "a": 0.5, "b": 2.0, "seed": 7})
+    assert flat.to_dict() == nested.to_dict() == make_target("beta", a=0.5, b=2.0, seed=7).to_dict()
+    # a bad or misspelled parameter is an error, not the default silently
+    with pytest.raises(DataError, match="a > 0 and b > 0"):
+        Target.from_dict({"kind": "beta", "a": -1, "b": 1})
+    with pytest.raises(DataError, match=r"\[0, 1\]"):
+        Target.from_dict({"kind": "constant", "value": 2.0})
+    with pytest.raises(DataError, match=r"unknown parameters \['alpha'\]"):
+        Target.from_dict({"kind": "beta", "alpha": 0.5})
+    with pytest.raises(DataError, match=r"\['a'\] given both"):
+        Target.from_dict({"kind": "beta", "a": 0.5, "params": {"a": 0.2}})
+    with pytest.raises(DataError, match="needs a 'kind'"):
+        Target.from_dict({"a": 0.5})

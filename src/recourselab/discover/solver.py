@@ -117,7 +117,12 @@ def favourable_scores(model: Any, X: np.ndarray, schema: Schema, budget: str) ->
     if proba.ndim != 2 or proba.shape[0] != len(X) or proba.shape[1] <= schema.favourable_index:
         raise DataError(f"model returned probabilities of shape {proba.shape}, expected ({len(X)}, "
                         f"{schema.n_classes})")
-    return proba[:, schema.favourable_index]
+    scores = proba[:, schema.favourable_index]
+    bad = ~np.isfinite(scores) | (scores < -1e-9) | (scores > 1 + 1e-9)
+    if bad.any():
+        raise DataError(f"model returned favourable-class probabilities outside [0, 1] or non-finite in "
+                        f"{int(bad.sum())} of {len(scores)} rows, e.g. {scores[bad][:3].tolist()}")
+    return scores
 
 
 def encode_factuals(factuals: np.ndarray | pd.DataFrame, schema: Schema) -> np.ndarray:
@@ -396,7 +401,8 @@ class Discover:
                                 space=space, evaluate=evaluate, rescore=evaluate, trials=s.trials,
                                 recombine=s.recombine)
             sel = strategy.search(ctx, rng)
-            accepted = sel.Q < Q0
+            # an identical candidate can score a rounding error below Q0: it is no edit
+            accepted = sel.Q < Q0 and not np.array_equal(sel.candidate, X[rows])
             rec.update(rows=rows.tolist(), accepted=bool(accepted), Q_selected=sel.Q if accepted else Q0,
                        improvement=(Q0 - sel.Q) / max(abs(Q0), 1e-300) if accepted else 0.0,
                        queries=self._queries)
@@ -405,7 +411,7 @@ class Discover:
                 X[rows] = sel.candidate
                 P[rows] = sel.candidate @ theta.T
                 y[rows] = sel.y
-                changed[rows] = True
+                changed[rows] = (X[rows] != Xf[rows]).any(axis=1)
             logger.debug("iter %d Q=%.6g Qx=%.4g Qy=%.4g eta=%.3f UCLx=%.4g UCLy=%.4g feasible=%s "
                          "accepted=%s", t, Q, qx, qy, eta, ucl_x, ucl_y, feasible, accepted)
 

@@ -101,8 +101,21 @@ class Target:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Target:
+        """Inverse of :meth:`to_dict`; the kind's parameters may also sit at the top level.
+
+        ``{"kind": "beta", "params": {"a": 0.1, "b": 0.9}, "seed": 0}`` and
+        ``{"kind": "beta", "a": 0.1, "b": 0.9}`` give the same target; unknown parameters are
+        rejected by :func:`make_target` (never silently replaced by defaults).
+        """
         d = dict(d)
-        return make_target(d.pop("kind"), seed=d.get("seed", 0), n=d.get("n"), **dict(d.get("params", {})))
+        if "kind" not in d:
+            raise DataError(f"a target mapping needs a 'kind' ({', '.join(TARGETS)}), got keys {sorted(d)}")
+        kind, seed, n = d.pop("kind"), d.pop("seed", 0), d.pop("n", None)
+        params = dict(d.pop("params", None) or {})
+        twice = sorted(set(params) & set(d))
+        if twice:
+            raise DataError(f"target {kind!r}: parameters {twice} given both at the top level and under 'params'")
+        return make_target(kind, seed=seed, n=n, **params, **d)
 
 
 def make_target(kind: str, *, seed: int = 0, n: int | None = None, **params: Any) -> Target:
@@ -124,8 +137,8 @@ def make_target(kind: str, *, seed: int = 0, n: int | None = None, **params: Any
             raise DataError(f"target 'values' has {len(vals)} values but n={n}")
         n = len(vals)
     target = Target(kind=kind, params=dict(params), seed=int(seed), n=n)
-    if n is not None and kind != "shift":
-        target.values(n)  # validate parameters early
+    if kind != "shift":
+        target.values(n if n is not None else 1)  # validate parameters early
     return target
 
 
