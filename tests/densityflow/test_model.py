@@ -10,7 +10,7 @@ import torch
 from recourselab.config import parse_params
 from recourselab.data import Schema, load_dataset, prepare_splits
 from recourselab.densityflow import DensityFlow
-from recourselab.errors import DataError, RecourselabError
+from recourselab.errors import ConfigError, DataError, RecourselabError
 from recourselab.models import BlackBox, FitContext, fit_model
 from recourselab.models.oracle import QueryBudgetExceeded
 
@@ -203,6 +203,56 @@ def test_bad_input(moons, trained):
         DensityFlow(epochs=1).fit(X, np.where(np.arange(len(y)) == 0, -1, y))
     with pytest.raises(TypeError, match="distill needs a query-counting oracle"):
         trained.distill(object(), X, y, budget=10)
+
+
+@pytest.mark.parametrize(("setting", "pattern"), [
+    ({"lambda_cost": -1}, r"lambda_cost=-1 \(a number >= 0\)"),
+    ({"noise_ratio": 0.0}, r"noise_ratio=0\.0 \(a number > 0\)"),
+    ({"epochs": 0}, r"epochs=0 \(an integer >= 1\)"),
+    ({"n_starts": 2.5}, r"n_starts=2\.5 \(an integer >= 1\)"),
+    ({"batch_size": True}, r"batch_size=True \(an integer >= 1\)"),
+    ({"jitter": float("nan")}, r"jitter=nan \(a number >= 0\)"),
+    ({"density_quantile": 1.0}, r"density_quantile=1\.0 \(None or in \(0, 1\)\)"),
+    ({"score_mode": "mean"}, r"score_mode='mean' \('target' or 'max'\)"),
+    ({"ema_decay": 1.0}, r"ema_decay=1\.0 \(in \[0, 1\)\)"),
+    ({"adjoint": "yes"}, r"adjoint='yes' \(True or False\)"),
+])
+def test_settings_out_of_range_are_refused_with_the_rule(setting, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        DensityFlow(**setting)
+
+
+def test_a_built_flow_keeps_its_architecture_but_takes_other_settings(trained):
+    with pytest.raises(ConfigError, match=r"cannot change \['hidden'\] of a built DensityFlow"):
+        trained.with_settings(hidden=trained.config.hidden * 2)
+    with pytest.raises(ConfigError, match=r"n_starts=0"):
+        trained.with_settings(n_starts=0)
+    before = trained.config
+    try:
+        assert trained.with_settings(n_starts=3, hidden=before.hidden).config.n_starts == 3
+    finally:
+        trained.config = before
+
+
+def test_load_names_a_missing_or_mismatched_model(moons, trained, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no saved DensityFlow in .*densityflow.json is missing"):
+        DensityFlow.load(tmp_path / "nowhere", schema=moons.schema)
+    trained.save(tmp_path)
+    other = prepare_splits(load_dataset("circles", parse_params({"prepare": {"n_synthetic": 200}})), 0,
+                           (0.6, 0.2, 0.2)).schema
+    with pytest.raises(DataError, match="trained for dataset 'moons' .* not for the given schema of 'circles'"):
+        DensityFlow.load(tmp_path, schema=other)
+
+
+def test_distill_on_a_spent_oracle_budget_is_an_error_and_queries_nothing(moons, trained):
+    X, y = moons.arrays("train")
+    Xv, yv = moons.arrays("val")
+    knn = fit_model("knn", {"n_neighbors": 7}, X, y, FitContext(X_val=Xv, y_val=yv, seed=0, n_classes=2))
+    box = BlackBox({"knn": knn}, schema=moons.schema, budgets={"distill": 0})
+    with pytest.raises(QueryBudgetExceeded, match="'distill' is already spent"):
+        trained.distill(box, X, y, budget=100)
+    assert box.queries == {}
+    assert trained.distill(box, X, y, budget=0) == 0  # nothing asked, nothing spent
 
 
 def test_distill_rejects_a_negative_budget(moons, trained):

@@ -29,7 +29,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from recourselab.data.schema import Schema, encode_rows
 from recourselab.densityflow.flow import VelocityField, integrate
 from recourselab.densityflow.surrogate import Surrogate, noise_bound, refresh_spectral_norms
-from recourselab.errors import DataError, RecourselabError
+from recourselab.errors import ConfigError, DataError, RecourselabError
 from recourselab.io import write_bytes, write_json
 from recourselab.orchestration import code_fingerprint
 
@@ -103,9 +103,49 @@ class DensityFlowConfig:
     jitter: float = 0.05
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        problems = [f"{name}={getattr(self, name)!r} ({rule})" for name, rule, ok in _config_checks(self) if not ok]
+        if problems:
+            raise ConfigError(f"invalid DensityFlow settings: {'; '.join(problems)}")
+
     @property
     def margin(self) -> float:
         return math.log(self.noise_ratio) if self.log_tau is None else self.log_tau
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _config_checks(c: DensityFlowConfig) -> list[tuple[str, str, bool]]:
+    """(setting, rule, holds) for every range rule of :class:`DensityFlowConfig`."""
+    checks = [(name, "a number >= 0", _is_num(getattr(c, name)) and getattr(c, name) >= 0)
+              for name in ("lambda_valid", "lambda_cost", "lambda_den", "lambda_noise", "weight_decay", "lr_min",
+                           "jitter")]
+    checks += [(name, "a number > 0", _is_num(getattr(c, name)) and getattr(c, name) > 0)
+               for name in ("noise_ratio", "beta", "c_floor", "lr_g", "lr_phi", "rtol_train", "atol_train",
+                            "rtol_test", "atol_test", "distill_lr_phi", "distill_lr_g")]
+    checks += [(name, "an integer >= 1", _is_int(getattr(c, name)) and getattr(c, name) >= 1)
+               for name in ("hidden", "embed_dim", "epochs", "batch_size", "distill_points", "n_starts")]
+    checks += [(name, "an integer >= 0", _is_int(getattr(c, name)) and getattr(c, name) >= 0)
+               for name in ("min_steps", "warmup_epochs", "distill_epochs", "distill_inner", "distill_gen_steps",
+                            "seed")]
+    checks += [(name, "True or False", isinstance(getattr(c, name), bool))
+               for name in ("adjoint", "field_spectral_norm", "distill_replay")]
+    return checks + [
+        ("log_tau", "None or a finite number", c.log_tau is None or _is_num(c.log_tau)),
+        ("density_quantile", "None or in (0, 1)",
+         c.density_quantile is None or (_is_num(c.density_quantile) and 0 < c.density_quantile < 1)),
+        ("score_mode", "'target' or 'max'", c.score_mode in ("target", "max")),
+        ("ema_decay", "in [0, 1)", _is_num(c.ema_decay) and 0 <= c.ema_decay < 1),
+        ("max_train_rows", "None or an integer >= 2",
+         c.max_train_rows is None or (_is_int(c.max_train_rows) and c.max_train_rows >= 2)),
+        ("method", "a torchdiffeq method name", isinstance(c.method, str) and bool(c.method)),
+    ]
 
 
 @dataclass(frozen=True)
@@ -420,6 +460,11 @@ class DensityFlow:
                             f"{type(oracle).__name__}")
         if budget < 0:
             raise DataError(f"distill budget must be >= 0 queried rows, got {budget}")
+        if budget > 0 and oracle.remaining(budget_name) == 0:
+            from recourselab.models.oracle import QueryBudgetExceeded
+
+            raise QueryBudgetExceeded(f"the oracle's query budget {budget_name!r} is already spent "
+                                      f"({oracle.used(budget_name)} rows used): nothing left to distill with")
         cfg = self.config
         X = self._encode(X)
         y = class_labels(y, len(X), "distill labels", self.n_classes)
@@ -563,7 +608,8 @@ class DensityFlow:
         if name == "densityflow.json":
             meta = {"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
                     "n_classes": self.n_classes, "C": self.C, "queries_used": self.queries_used_,
-                    "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist()}
+                    "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(),
+                    "dataset": None if self.schema is None else self.schema.dataset}
             return write_json(path, meta)
         module = {"surrogate.pt": self.surrogate, "generator.pt": self.field}[name]
         buf = _io.BytesIO()
@@ -577,12 +623,26 @@ class DensityFlow:
             self.write_file(name, directory / name)
         return directory
 
+    #: Settings that shape the networks: fixed once they are built (fit or load).
+    ARCHITECTURE = ("hidden", "embed_dim", "score_mode", "field_spectral_norm")
+
     def with_settings(self, **settings: Any) -> DensityFlow:
-        """Change settings of a fitted model in place (e.g. distillation or inference ones)."""
+        """Change settings in place (e.g. distillation or inference ones of a fitted model).
+
+        Raises
+        ------
+        ConfigError
+            An unknown setting (the valid ones are listed), a value out of range, or an
+            architecture setting (:attr:`ARCHITECTURE`) of a model whose networks exist.
+        """
         valid = {f.name for f in dataclasses.fields(DensityFlowConfig)}
         unknown = sorted(set(settings) - valid)
         if unknown:
-            raise RecourselabError(f"unknown DensityFlow settings {unknown}; valid: {', '.join(sorted(valid))}")
+            raise ConfigError(f"unknown DensityFlow settings {unknown}; valid: {', '.join(sorted(valid))}")
+        fixed = sorted(k for k in settings if k in self.ARCHITECTURE and settings[k] != getattr(self.config, k))
+        if fixed and getattr(self, "surrogate", None) is not None:
+            raise ConfigError(f"cannot change {fixed} of a built DensityFlow (they shape its networks); "
+                              "create and fit a new one")
         self.config = dataclasses.replace(self.config, **settings)
         return self
 
@@ -590,7 +650,15 @@ class DensityFlow:
     def load(cls, directory: str | Path, *, schema: Schema | None = None, device: str = "cpu") -> DensityFlow:
         """Restore a saved DensityFlow (weights loaded with ``weights_only=True``)."""
         directory = Path(directory)
+        if not (directory / "densityflow.json").is_file():
+            raise FileNotFoundError(f"no saved DensityFlow in {directory} (densityflow.json is missing)")
         meta = json.loads((directory / "densityflow.json").read_text())
+        if schema is not None:
+            saved = meta.get("dataset")
+            if (saved is not None and saved != schema.dataset) or schema.n_encoded != meta["d"]:
+                raise DataError(f"the DensityFlow in {directory} was trained for dataset {saved!r} ({meta['d']} "
+                                f"encoded columns), not for the given schema of {schema.dataset!r} "
+                                f"({schema.n_encoded} columns)")
         flow = cls(schema=schema, mutable=np.array(meta["mutable"]), device=device, **meta["config"])
         flow.build(meta["d"], meta["n_classes"], meta["C"])
         for name, module in (("surrogate.pt", flow.surrogate), ("generator.pt", flow.field)):
