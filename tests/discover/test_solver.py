@@ -202,6 +202,25 @@ def test_dataframe_factuals_are_encoded_through_the_schema(toy):
     assert np.allclose(a.factuals, b.factuals) and np.array_equal(a.counterfactuals, b.counterfactuals)
 
 
+@pytest.mark.parametrize(("setting", "pattern"), [
+    ({"trials": 2.5}, r"trials=2\.5 \(an integer\)"),
+    ({"top_k": True}, r"top_k=True \(an integer\)"),
+    ({"alpha": "0.05"}, r"alpha='0\.05' \(a finite number\)"),
+    ({"step": float("nan")}, r"step=nan \(a finite number\)"),
+    ({"recombine": "yes"}, r"recombine='yes' \(True or False\)"),
+    ({"embedding_dim": 2.0}, r"embedding_dim=2\.0 \(an integer or None\)"),
+    ({"seed": -1}, r"'seed': -1"),
+])
+def test_settings_of_the_wrong_type_are_refused_with_the_rule(setting, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        DiscoverSettings(**setting)
+
+
+def test_settings_take_ints_for_floats_and_none_where_optional():
+    s = DiscoverSettings(U_x=2, U_x_margin=1, embedding_dim=None, stop="ot_y", stop_ot_y=0)
+    assert (s.U_x, s.U_x_margin, s.embedding_dim, s.stop_ot_y) == (2, 1, None, 0)
+
+
 def test_bad_inputs_give_clear_errors(toy):
     solver = Discover(toy.blackbox(), schema=toy.schema, **FAST)
     with pytest.raises(DataError, match="columns"):

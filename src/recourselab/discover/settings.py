@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,28 @@ from recourselab.errors import ConfigError
 ACTIONABILITY = ("increasing", "decreasing", "fixed")
 #: Stopping rules of the outer loop (see ``DiscoverSettings.stop``).
 STOP_RULES = ("stalled", "certified", "ot_y")
+
+
+_TYPE_WORDS = {"int": "an integer", "float": "a finite number", "bool": "True or False", "str": "a string"}
+
+
+def _annotation(annotation: Any) -> tuple[str, bool]:
+    """``"float | None"`` -> ("float", True): the base type name and whether None is allowed."""
+    text = str(annotation)
+    return text.removesuffix(" | None"), text.endswith(" | None")
+
+
+def _type_ok(value: Any, base: str) -> bool:
+    """Whether ``value`` is of the settings type ``base`` (no bool for numbers, ints are floats)."""
+    if base == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if base == "int":
+        return isinstance(value, numbers.Integral)
+    if base == "float":
+        return isinstance(value, numbers.Real) and math.isfinite(value)
+    return isinstance(value, str)
 
 
 @dataclass(frozen=True)
@@ -162,6 +185,13 @@ class DiscoverSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        wrong = [f"{f.name}={getattr(self, f.name)!r} ({_TYPE_WORDS[base]}{' or None' if optional else ''})"
+                 for f in dataclasses.fields(self)
+                 for base, optional in [_annotation(f.type)]
+                 if base in _TYPE_WORDS and not (optional and getattr(self, f.name) is None)
+                 and not _type_ok(getattr(self, f.name), base)]
+        if wrong:
+            raise ConfigError(f"invalid DISCOVER settings: {'; '.join(wrong)}")
         checks = [
             ("n_projections", self.n_projections >= 1), ("top_k", self.top_k >= 1), ("h", self.h >= 1),
             ("trials", self.trials >= 1), ("max_iter", self.max_iter >= 0),
@@ -178,7 +208,7 @@ class DiscoverSettings:
             ("mutation_prob", 0 <= self.mutation_prob <= 1),
             ("elite", self.elite >= 0), ("metric_projections", self.metric_projections >= 1),
             ("metric_delta", 0.0 <= self.metric_delta < 0.5), ("mmd_sigma", self.mmd_sigma > 0),
-            ("max_elements", self.max_elements >= 1),
+            ("max_elements", self.max_elements >= 1), ("seed", self.seed >= 0),
         ]
         bad = [name for name, ok in checks if not ok]
         if bad:
