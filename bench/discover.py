@@ -81,7 +81,9 @@ PAPER_QUALITY = {"compas": (0.059, 0.141), "heloc": (0.051, 0.160), "german": (0
 PAPER_BUDGET = {"max_iter": 100, "trials": 200, "h": 3, "step": 0.1}  # the released configuration (top_k 3)
 STOP_CERTIFIED = {"stop": "certified"}  # default settings, stop at the first certified edited iterate
 SEARCH_X5 = {"trials": 1000, "max_iter": 300}  # 5x the default proposals per iteration, 3x the iterations
-CONFIGS = (("default", {}), ("paper_budget", PAPER_BUDGET), ("stop_certified", STOP_CERTIFIED))
+ETA_R = (0.8, 0.7, 0.6)  # lower upper ends of the eta interval: the input term keeps a weight while OT(y) is violated
+CONFIGS = (("default", {}), ("paper_budget", PAPER_BUDGET), ("stop_certified", STOP_CERTIFIED),
+           *((f"eta_r_{r}", {"eta_r": r}) for r in ETA_R))
 REFERENCE = {"n_projections": 10, "max_iter": 20, "trials": 10, "top_k": 3, "h": 3, "step": 0.1}
 N_FACTUALS = 50
 DCE_LR = (0.05, 0.2, 1.0)  # DCE's default step size and two larger ones (its gradients vanish where the MLP saturates)
@@ -265,6 +267,7 @@ def main() -> None:
     results |= {"units": "squared Wasserstein-2 (SW^2, W^2) in the encoded space; seconds",
                 "target": TARGET.to_dict(), "n_factuals": N_FACTUALS, "cpu_count": os.cpu_count(),
                 "paper_budget": PAPER_BUDGET, "stop_certified": STOP_CERTIFIED, "search_x5": SEARCH_X5,
+                "eta_r": list(ETA_R),
                 "matched_ot_y": {ds: matched_ot_y(ds) for ds in DATASETS}}
     if "speed" in parts:
         results["speed"] = bench_speed(params)
