@@ -26,12 +26,6 @@ STOP_RULES = ("stalled", "certified", "ot_y")
 _TYPE_WORDS = {"int": "an integer", "float": "a finite number", "bool": "True or False", "str": "a string"}
 
 
-def _annotation(annotation: Any) -> tuple[str, bool]:
-    """``"float | None"`` -> ("float", True): the base type name and whether None is allowed."""
-    text = str(annotation)
-    return text.removesuffix(" | None"), text.endswith(" | None")
-
-
 def _type_ok(value: Any, base: str) -> bool:
     """Whether ``value`` is of the settings type ``base`` (no bool for numbers, ints are floats)."""
     if base == "bool":
@@ -43,6 +37,18 @@ def _type_ok(value: Any, base: str) -> bool:
     if base == "float":
         return isinstance(value, numbers.Real) and math.isfinite(value)
     return isinstance(value, str)
+
+
+def _type_problems(settings: Any) -> list[str]:
+    """``"name=value (rule)"`` for every field whose value does not have its annotated type."""
+    wrong = []
+    for f in dataclasses.fields(settings):
+        text = str(f.type)  # e.g. "float | None" (the module uses postponed annotations)
+        base, optional = text.removesuffix(" | None"), text.endswith(" | None")
+        value = getattr(settings, f.name)
+        if base in _TYPE_WORDS and not (optional and value is None) and not _type_ok(value, base):
+            wrong.append(f"{f.name}={value!r} ({_TYPE_WORDS[base]}{' or None' if optional else ''})")
+    return wrong
 
 
 @dataclass(frozen=True)
@@ -185,11 +191,7 @@ class DiscoverSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        wrong = [f"{f.name}={getattr(self, f.name)!r} ({_TYPE_WORDS[base]}{' or None' if optional else ''})"
-                 for f in dataclasses.fields(self)
-                 for base, optional in [_annotation(f.type)]
-                 if base in _TYPE_WORDS and not (optional and getattr(self, f.name) is None)
-                 and not _type_ok(getattr(self, f.name), base)]
+        wrong = _type_problems(self)
         if wrong:
             raise ConfigError(f"invalid DISCOVER settings: {'; '.join(wrong)}")
         checks = [
