@@ -153,11 +153,11 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         X, y = prepared.arrays("train")
         plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, seed=seed),
                      **ensemble_uncertainty(out, res.target), "rq2": _rq2(model, test_out, Xte, yte, seed)}
-        paths = None
+        paths = path_ends = None
         if Xte.shape[1] == 2:  # a separate solve for the figure: the counterfactuals above stay as they are
             sub = q[:TRAJECTORY_ROWS]
-            paths = model.generate(Xte[sub], target=_flip(yte[sub], schema.n_classes),
-                                   return_trajectories=True).trajectories
+            shown = model.generate(Xte[sub], target=_flip(yte[sub], schema.n_classes), return_trajectories=True)
+            paths, path_ends = shown.trajectories, shown.counterfactuals
     distilled = read_json(Path(flow_dir) / "distill.json") if (Path(flow_dir) / "distill.json").is_file() else {}
     metrics = {**counterfactual_metrics(res, out, int(distilled.get("queries_used", 0))), "n_queries": int(len(q)),
                "evaluation_queries": int(box.used("evaluation")), **plausible}
@@ -170,8 +170,10 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         table[f"label__{name}"] = labels
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "params_hash": section_hash(section),
                   "code_version": __version__, "code_hash": code}
+    shown_rows = q[:TRAJECTORY_ROWS]
     figures = densityflow_figures(metrics, X=X, y=y, trajectories=paths,
-                                  target=None if paths is None else _flip(yte[q[:TRAJECTORY_ROWS]], schema.n_classes),
+                                  factuals=None if paths is None else Xte[shown_rows], counterfactuals=path_ends,
+                                  target=None if paths is None else _flip(yte[shown_rows], schema.n_classes),
                                   title=f"{dataset} seed={seed}")
     return stage_artifacts(Path(staging_root) / "generate" / dataset / f"seed={seed}", {
         "counterfactuals.parquet": lambda p: write_parquet(p, table, provenance),

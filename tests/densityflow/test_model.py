@@ -67,6 +67,7 @@ def test_distillation_never_exceeds_its_budget_and_counts_exactly(moons, ensembl
     ensemble.set_budget("tight", 5)
     assert flow.distill(ensemble, X, y, budget=100, budget_name="tight") == 5
     assert ensemble.used("tight") == 5
+    assert flow.queries_used_ == 42  # the model's total over both calls (saved with it)
     with pytest.raises(QueryBudgetExceeded):
         ensemble.query(X[:1], budget="tight")
 
@@ -107,7 +108,8 @@ def test_immutables_never_change_and_categoricals_decode_to_levels():
     res = flow.generate(q)  # target None -> favourable class
     assert (res.target == 1).all()
     out = res.counterfactuals_original
-    pd.testing.assert_series_equal(out["sex"], q["sex"].reset_index(drop=True).astype(object), check_names=False)
+    pd.testing.assert_index_equal(out.index, q.index)  # the input frame's row labels are kept
+    pd.testing.assert_series_equal(out["sex"], q["sex"].astype(object), check_names=False)
     assert (out["age"].to_numpy() == q["age"].to_numpy()).all()
     assert set(out["job"]) <= {"a", "b", "c"}
     np.testing.assert_array_equal(schema.transform(out), res.counterfactuals)  # valid points exactly
@@ -216,6 +218,7 @@ def test_bad_input(moons, trained):
     ({"score_mode": "mean"}, r"score_mode='mean' \('target' or 'max'\)"),
     ({"ema_decay": 1.0}, r"ema_decay=1\.0 \(in \[0, 1\)\)"),
     ({"adjoint": "yes"}, r"adjoint='yes' \(True or False\)"),
+    ({"method": "dopri"}, r"method='dopri' \(a torchdiffeq method: .*dopri5"),
 ])
 def test_settings_out_of_range_are_refused_with_the_rule(setting, pattern):
     with pytest.raises(ConfigError, match=pattern):
@@ -255,7 +258,8 @@ def test_distill_on_a_spent_oracle_budget_is_an_error_and_queries_nothing(moons,
     assert trained.distill(box, X, y, budget=0) == 0  # nothing asked, nothing spent
 
 
-def test_distill_rejects_a_negative_budget(moons, trained):
+@pytest.mark.parametrize("budget", [-5, 2.5, True, None, "10"])
+def test_distill_rejects_a_budget_that_is_not_a_count(moons, trained, budget):
     X, y = moons.arrays("train")
 
     class Oracle:  # never asked: the budget is checked first
@@ -265,8 +269,8 @@ def test_distill_rejects_a_negative_budget(moons, trained):
         def remaining(self, *a, **k):
             raise AssertionError("queried")
 
-    with pytest.raises(DataError, match="distill budget must be >= 0 queried rows, got -5"):
-        trained.distill(Oracle(), X, y, budget=-5)
+    with pytest.raises(DataError, match=r"distill budget must be an integer >= 0 \(queried rows\), got"):
+        trained.distill(Oracle(), X, y, budget=budget)
 
 
 def test_min_steps_raises_the_number_of_epochs(moons):
@@ -357,3 +361,43 @@ def test_three_classes_move_each_query_to_its_target_blob():
     assert (res.density > before).mean() >= 0.9  # the flow raised S(x | y*) for (nearly) every query
     with pytest.raises(DataError, match="0..2"):
         flow.generate(X[:3], target=3)
+
+
+def test_fit_checks_the_mask_and_the_classes_and_refits_to_a_new_width():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 2))
+    y = (X[:, 0] > 0).astype(int)
+    quick = {**FAST, "epochs": 1}
+    with pytest.raises(DataError, match="mutable must be a boolean mask of the 2 encoded columns, got shape \\(3,\\)"):
+        DensityFlow(mutable=np.ones(3, dtype=bool), **quick).fit(X, y)
+    with pytest.raises(DataError, match=r"fit labels have no rows of class\(es\) \[1\] \(of 0\.\.2\)"):
+        DensityFlow(**quick).fit(X, 2 * y)  # labels {0, 2}: class 1 would have no density to learn
+    flow = DensityFlow(**quick).fit(X, y)
+    X3 = rng.standard_normal((200, 3))
+    flow.fit(X3, (X3[:, 1] > 0).astype(int))  # no schema: a refit may change the width
+    assert flow.generate(X3[:4], target=1).counterfactuals.shape == (4, 3)
+
+
+def test_schema_classes_fix_the_class_count(moons):
+    X, y = moons.arrays("train")
+    with pytest.raises(DataError, match=r"fit labels: class indices must lie in 0\.\.1"):
+        DensityFlow(schema=moons.schema, epochs=1).fit(X, np.where(np.arange(len(y)) == 0, 2, y))
+
+
+def test_default_target_is_the_favourable_class_and_says_which_rows_already_have_it(moons, trained, caplog):
+    X, y = moons.arrays("test")
+    favourable = X[y == moons.schema.favourable_index][:5]
+    with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
+        res = trained.generate(favourable)
+    assert (res.target == moons.schema.favourable_index).all()
+    assert "already labelled the favourable class" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
+        trained.generate(favourable, target=1 - moons.schema.favourable_index)
+    assert "already labelled" not in caplog.text
+
+
+@pytest.mark.parametrize("n_points", [1, 2.5, True])
+def test_trajectory_points_must_be_an_integer_of_at_least_two(trained, n_points):
+    with pytest.raises(DataError, match="n_points must be an integer >= 2"):
+        trained.generate(np.zeros((2, 2)), target=1, return_trajectories=True, n_points=n_points)

@@ -144,8 +144,18 @@ def _config_checks(c: DensityFlowConfig) -> list[tuple[str, str, bool]]:
         ("ema_decay", "in [0, 1)", _is_num(c.ema_decay) and 0 <= c.ema_decay < 1),
         ("max_train_rows", "None or an integer >= 2",
          c.max_train_rows is None or (_is_int(c.max_train_rows) and c.max_train_rows >= 2)),
-        ("method", "a torchdiffeq method name", isinstance(c.method, str) and bool(c.method)),
+        ("method", f"a torchdiffeq method: {', '.join(_ode_methods())}", isinstance(c.method, str)
+         and (c.method in _ode_methods() if _ode_methods() else bool(c.method))),
     ]
+
+
+def _ode_methods() -> tuple[str, ...]:
+    """torchdiffeq's solver names (its registry is private: empty if it moves, then any name passes here)."""
+    try:
+        from torchdiffeq._impl.odeint import SOLVERS
+    except ImportError:  # pragma: no cover - depends on torchdiffeq internals
+        return ()
+    return tuple(sorted(SOLVERS))
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,10 @@ class CounterfactualResult:
     cost_l1, cost_l2 : (n,) distances in the encoded (standardized) space.
     density : (n,) worst-case density score S(x' | y*).
     surrogate_valid : (n,) bool, both proxies label x' as y*.
-    trajectories : (n_points, n, d) path of the chosen start, or None.
+    trajectories : (n_points, n, d) ODE path of the chosen start, or None. It starts at that
+        start (the factual or one of its jitters) and ends at the raw end state, before the
+        clamping to the noise box, the snapping to valid points and the immutable copy that
+        give ``counterfactuals``.
     """
 
     factuals: np.ndarray
@@ -255,7 +268,11 @@ class DensityFlow:
 
     def _mutable_mask(self, d: int) -> np.ndarray:
         if self._mutable is not None:
-            return np.asarray(self._mutable, dtype=bool)
+            mask = np.asarray(self._mutable)
+            if mask.shape != (d,) or not (mask.dtype == bool or np.isin(mask, (0, 1)).all()):
+                raise DataError(f"mutable must be a boolean mask of the {d} encoded columns, got shape {mask.shape} "
+                                f"and dtype {mask.dtype}")
+            return mask.astype(bool)
         if self.schema is not None:
             return ~self.schema.immutable_mask()
         return np.ones(d, dtype=bool)
@@ -323,11 +340,17 @@ class DensityFlow:
             training completes. None: no checkpoints.
         """
         cfg = self.config
-        X = self._encode(X)
-        y = class_labels(y, len(X), "fit labels")
-        if len(np.unique(y)) < 2:
+        X = encode_rows(X, self.schema, what="fit rows")  # a refit may change the width (no schema)
+        schema_classes = None if self.schema is None else self.schema.n_classes
+        y = class_labels(y, len(X), "fit labels", schema_classes)
+        present = np.unique(y)
+        if len(present) < 2:
             raise DataError("DensityFlow needs at least two classes in the training labels")
-        n_classes = int(y.max()) + 1
+        n_classes = schema_classes if schema_classes is not None else int(y.max()) + 1
+        if len(present) < n_classes:
+            missing = sorted(set(range(n_classes)) - set(present.tolist()))
+            raise DataError(f"fit labels have no rows of class(es) {missing} (of 0..{n_classes - 1}): the surrogate "
+                            "cannot learn their density, so no flow could target them")
         if cfg.max_train_rows is not None and len(y) > cfg.max_train_rows:
             from recourselab.data.split import stratified_subsample
 
@@ -451,15 +474,15 @@ class DensityFlow:
         far) + CE on real rows; after each epoch's ``distill_inner`` surrogate steps,
         ``distill_gen_steps`` generator steps with the distilled surrogate. Stops when the
         budget (or the oracle's own limit on ``budget_name``) is spent, after the generator
-        steps of the last (partial) epoch. Returns the number of queried rows, also kept in
-        ``queries_used_``.
+        steps of the last (partial) epoch. Returns the number of rows this call queried;
+        ``queries_used_`` adds them up over every ``distill`` call of this model (and is saved).
         """
         self._require_fit()
         if not all(callable(getattr(oracle, m, None)) for m in ("query", "remaining")):
             raise TypeError(f"distill needs a query-counting oracle (recourselab.models.BlackBox), got "
                             f"{type(oracle).__name__}")
-        if budget < 0:
-            raise DataError(f"distill budget must be >= 0 queried rows, got {budget}")
+        if not _is_int(budget) or budget < 0:
+            raise DataError(f"distill budget must be an integer >= 0 (queried rows), got {budget!r}")
         if budget > 0 and oracle.remaining(budget_name) == 0:
             from recourselab.models.oracle import QueryBudgetExceeded
 
@@ -480,7 +503,7 @@ class DensityFlow:
         finally:
             self.surrogate.eval()
             self.field.eval()
-        self.queries_used_ = used
+        self.queries_used_ += used
         return used
 
     def _distill_loop(self, oracle: Any, Xt: torch.Tensor, yt: torch.Tensor, gen: torch.Generator,
@@ -539,6 +562,7 @@ class DensityFlow:
 
     # ------------------------------------------------------------------ inference
     def default_target(self, n: int) -> np.ndarray:
+        """The schema's favourable class for every row (the ``target=None`` of :meth:`generate`)."""
         if self.schema is None:
             raise DataError("target=None needs a schema (its favourable class); pass target explicitly")
         return np.full(n, self.schema.favourable_index, dtype=np.int64)
@@ -553,15 +577,37 @@ class DensityFlow:
         the closest (L2) end state that both proxies label ``target`` is kept, else the closest
         overall. With a schema, end states are snapped to valid points (categorical levels,
         integers) and immutable columns are copied from the factuals.
+
+        Parameters
+        ----------
+        factuals : encoded rows (n, d), or a raw DataFrame with a schema (its index is kept
+            in ``counterfactuals_original``).
+        target : class index per row (n,) or one for all. ``None``: the schema's favourable
+            class for every row (recourse towards the favourable outcome); rows the surrogate
+            already labels favourable are logged, and their "counterfactual" is a move
+            further into that class. For binary data pass the other class of each row's
+            label to flip every row.
+        return_trajectories : also return each query's ODE path.
+        n_points : points per path (an integer >= 2), evenly spaced in ODE time.
+
+        Returns
+        -------
+        CounterfactualResult
         """
         self._require_fit()
         cfg = self.config
+        if isinstance(n_points, bool) or not isinstance(n_points, int) or n_points < 2:
+            raise DataError(f"n_points must be an integer >= 2 (path points), got {n_points!r}")
         X = self._encode(factuals)
         n, d = X.shape
         if n == 0:
             raise DataError("generate: no factual rows")
         if target is None:
             tgt = self.default_target(n)
+            already = int((self.surrogate.labels(self._tensor(X)).cpu().numpy() == tgt).sum())
+            if already:
+                log.warning("generate(target=None): %d of %d factual rows are already labelled the favourable "
+                            "class by the surrogate; pass target= to choose the class per row", already, n)
         else:
             t = np.asarray(target)
             tgt = class_labels(np.full(n, t) if t.ndim == 0 else t, n, "generate target", self.n_classes)
@@ -590,9 +636,13 @@ class DensityFlow:
         traj = None
         if return_trajectories:
             traj = path[:, torch.as_tensor(rows, device=path.device)].cpu().numpy()
+        original = None
+        if self.schema is not None:
+            original = self.schema.inverse_transform(cf)
+            if isinstance(factuals, pd.DataFrame):
+                original.index = factuals.index
         return CounterfactualResult(
-            factuals=X, counterfactuals=cf,
-            counterfactuals_original=None if self.schema is None else self.schema.inverse_transform(cf),
+            factuals=X, counterfactuals=cf, counterfactuals_original=original,
             target=tgt, cost_l1=np.abs(cf - X).sum(1), cost_l2=np.linalg.norm(cf - X, axis=1),
             density=density.astype(float), surrogate_valid=ok[np.arange(n), choice], trajectories=traj)
 

@@ -53,8 +53,15 @@ def plot_validity(path: str | Path, per_model: Mapping[str, float], *, mean: flo
 
 
 def plot_trajectories(path: str | Path, X: np.ndarray, y: np.ndarray, trajectories: np.ndarray,
-                      target: np.ndarray, *, title: str = "") -> Path:
-    """Training rows X (n, 2) by class y (n,) and ODE paths (n_points, m, 2) of m queries towards ``target`` (m,)."""
+                      target: np.ndarray, *, factuals: np.ndarray | None = None,
+                      counterfactuals: np.ndarray | None = None, title: str = "") -> Path:
+    """Training rows X (n, 2) by class y (n,) and ODE paths (n_points, m, 2) of m queries towards ``target`` (m,).
+
+    ``factuals`` / ``counterfactuals`` (m, 2) mark the queries (o) and the reported
+    counterfactuals (x); without them the paths' first and last points are marked. A path
+    starts at its (possibly jittered) start and ends before clamping and snapping, so the
+    marks and the path ends can differ slightly.
+    """
     X, trajectories = np.asarray(X, dtype=float), np.asarray(trajectories, dtype=float)
     if X.ndim != 2 or X.shape[1] != 2 or trajectories.ndim != 3 or trajectories.shape[2] != 2:
         raise DataError(f"trajectory plots need 2-D data: got rows {X.shape} and paths {trajectories.shape}")
@@ -68,8 +75,10 @@ def plot_trajectories(path: str | Path, X: np.ndarray, y: np.ndarray, trajectori
         colour = CLASS_COLOURS[int(target[i]) % len(CLASS_COLOURS)]
         path_i = trajectories[:, i]
         ax.plot(path_i[:, 0], path_i[:, 1], color=colour, lw=0.9)
-        ax.scatter(*path_i[0], s=14, facecolors="none", edgecolors="black", lw=0.7)
-        ax.scatter(*path_i[-1], s=20, marker="x", color="black", lw=0.9)
+        start = path_i[0] if factuals is None else np.asarray(factuals, dtype=float)[i]
+        end = path_i[-1] if counterfactuals is None else np.asarray(counterfactuals, dtype=float)[i]
+        ax.scatter(*start, s=14, facecolors="none", edgecolors="black", lw=0.7)
+        ax.scatter(*end, s=20, marker="x", color="black", lw=0.9)
     ax.set_aspect("equal", adjustable="datalim")
     ax.legend(loc="upper right", fontsize=8, markerscale=3)
     ax.set_title(title or "DensityFlow paths (o factual, x counterfactual)", fontsize=10)
@@ -79,6 +88,7 @@ def plot_trajectories(path: str | Path, X: np.ndarray, y: np.ndarray, trajectori
 
 def densityflow_figures(metrics: Mapping[str, Any], *, X: np.ndarray | None = None, y: np.ndarray | None = None,
                         trajectories: np.ndarray | None = None, target: np.ndarray | None = None,
+                        factuals: np.ndarray | None = None, counterfactuals: np.ndarray | None = None,
                         title: str = "") -> dict[str, Callable[[Path], Path]]:
     """File name -> writer of the figures of one run; ``trajectories.png`` only for 2-D data with paths."""
     prefix = f"{title}: " if title else ""
@@ -87,7 +97,8 @@ def densityflow_figures(metrics: Mapping[str, Any], *, X: np.ndarray | None = No
                                                 unanimous=metrics["unanimous"], title=f"{prefix}validity per member"),
     }
     if trajectories is not None and X is not None and X.shape[1] == 2:
-        writers["trajectories.png"] = lambda p: plot_trajectories(p, X, y, trajectories, target,
+        writers["trajectories.png"] = lambda p: plot_trajectories(p, X, y, trajectories, target, factuals=factuals,
+                                                                  counterfactuals=counterfactuals,
                                                                   title=f"{prefix}DensityFlow paths")
     return writers
 
