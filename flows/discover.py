@@ -86,7 +86,9 @@ def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], up
     metrics = {**{k: v for k, v in result.metrics.items() if k != "units"}, "feasible": result.feasible,
                "feasible_rate": float(result.feasible), "queries": int(box.used(settings.budget)),
                "selection_queries": int(box.used("selection")), "wall_time_s": result.wall_time,
-               "n_factuals": len(idx), "n_pool": pool, "mean_factual_score": float(result.factual_scores.mean()),
+               "n_factuals": len(idx), "n_pool": pool,
+               "n_favourable_factuals": int((result.factual_scores >= 0.5).sum()),
+               "mean_factual_score": float(result.factual_scores.mean()),
                "units": result.metrics.get("units", "")}
     provenance = {"dataset": dataset, "seed": seed, "model": model, "method": result.method, "split": section["split"],
                   "target": result.target, "feasible": result.feasible, "params_hash": section_hash(section),

@@ -81,3 +81,33 @@ def test_dce_stop_ot_y_ends_at_the_level(toy, mlp):
     res = DCE(mlp, schema=toy.schema, stop="ot_y", stop_ot_y=level, **kw).explain(toy.factuals, TARGET)
     assert len(res.log) - 1 == stop_at == res.iteration
     assert res.metrics["stop_ot_y_reached"] == (res.feasible and res.metrics["OT_y"] <= level)
+
+
+def test_dce_max_iter_comes_from_the_settings_unless_given(toy, mlp):
+    from recourselab.discover import DiscoverSettings
+
+    assert DCE(mlp, schema=toy.schema, settings=DiscoverSettings(max_iter=3)).settings.max_iter == 3
+    assert DCE(mlp, schema=toy.schema, settings=DiscoverSettings(max_iter=3), max_iter=5).settings.max_iter == 5
+    assert DCE(mlp, schema=toy.schema).settings.max_iter == 100
+
+
+def test_dce_never_reports_unmoved_rows_as_edits_even_outside_the_training_range(toy, mlp):
+    """Snapping clips to the training range: a factual beyond it must not count as an edit of its own."""
+    Xf = toy.factuals.copy()
+    age = toy.schema.slices()["age"].start
+    Xf[:2, age] = toy.X[:, age].max() + 2.0  # two factuals older than every training row
+    res = DCE(mlp, schema=toy.schema, max_iter=0, U_x_margin=5.0, U_y_margin=5.0,
+              metric_projections=100).explain(Xf, TARGET)
+    assert res.metrics["edited_rows"] == 0 and not res.feasible
+    np.testing.assert_array_equal(res.counterfactuals, Xf)
+
+
+def test_dce_keeps_categorical_actionability(toy, mlp):
+    rules = {"job": "increasing", "owner": "increasing"}
+    res = DCE(mlp, schema=toy.schema, lr=2.0, max_iter=30, metric_projections=100,
+              actionability=rules).explain(toy.factuals, TARGET)
+    for name in rules:
+        before = toy.schema.decode_categorical(res.factuals, name)  # level indices
+        after = toy.schema.decode_categorical(res.counterfactuals, name)
+        assert (after >= before).all(), name
+    assert res.metrics["edited_rows"] > 0  # the test moved something

@@ -237,6 +237,40 @@ def test_bad_inputs_give_clear_errors(toy):
         solver.explain(toy.factuals[0], TARGET)
 
 
+def test_inputs_that_are_not_what_they_claim_are_refused(toy):
+    frame = toy.frame.drop(columns="y").iloc[:40]
+    off_circle = toy.schema.transform(frame) * 0.5  # phase pairs of no level
+    with pytest.raises(DataError, match=r"categorical feature\(s\) \['job', 'sex', 'owner'\] are not the phase pair"):
+        Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(off_circle, TARGET)
+    with pytest.raises(TypeError, match="schema must be a recourselab Schema"):
+        Discover(toy.blackbox(), schema=None)
+    with pytest.raises(ConfigError, match="actionability must map feature names to rules"):
+        DiscoverSettings(actionability=["age"])
+
+    class ThreeColumns:  # a binary problem answered with three class columns
+        def predict_proba(self, X):
+            return np.full((len(X), 3), 1 / 3)
+
+    with pytest.raises(DataError, match=r"probabilities of shape \(40, 3\), expected \(40, 2\)"):
+        Discover(ThreeColumns(), schema=toy.schema, **FAST).explain(toy.factuals, TARGET)
+
+
+def test_dataframe_factuals_keep_their_index_and_missing_values_are_logged(toy, caplog):
+    frame = toy.frame.drop(columns="y").iloc[100:140].copy()
+    frame.iloc[0, frame.columns.get_loc("sex")] = None
+    with caplog.at_level("WARNING", logger="recourselab.data.schema"):
+        res = Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(frame, TARGET)
+    assert "missing values {'sex': 1} imputed" in caplog.text and "immutable features ['sex']" in caplog.text
+    pd.testing.assert_index_equal(res.counterfactuals_frame.index, frame.index)
+
+
+def test_reported_eta_is_the_returned_iterates_and_final_eta_the_selecting_one(toy):
+    res = _run(toy, max_iter=15)
+    log = res.log.set_index("iteration")
+    assert res.metrics["eta"] == log.loc[res.iteration, "eta"]
+    assert res.metrics["final_eta"] == log["eta"].iloc[-1]
+
+
 def test_unknown_strategy_and_settings_list_the_valid_ones(toy):
     with pytest.raises(UnknownStrategyError) as err:
         Discover(toy.blackbox(), schema=toy.schema, strategy="annealing")

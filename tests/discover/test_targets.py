@@ -75,3 +75,18 @@ def test_mappings_take_parameters_at_the_top_level_too_and_never_drop_them():
         Target.from_dict({"kind": "beta", "a": 0.5, "params": {"a": 0.2}})
     with pytest.raises(DataError, match="needs a 'kind'"):
         Target.from_dict({"a": 0.5})
+
+
+@pytest.mark.parametrize(("kind", "params", "pattern"), [
+    ("shift", {"delta": "x"}, r"finite numbers: delta='x'"),
+    ("beta", {"a": float("nan")}, r"finite numbers: a=nan"),
+    ("beta", {"oriented": "yes"}, r"oriented='yes' \(True or False\)"),
+    ("constant", {"value": True}, r"finite numbers: value=True"),
+    ("beta", {"seed": -1}, r"seed must be an integer >= 0, got -1"),
+    ("beta", {"seed": 1.7}, r"seed must be an integer >= 0, got 1\.7"),
+    ("values", {"values": [[0.5, 0.5]]}, r"flat sequence, got shape \(1, 2\)"),
+    ("values", {"values": ["high"]}, r"values must be numbers in \[0, 1\]"),
+])
+def test_target_parameters_of_the_wrong_type_are_refused_when_built(kind, params, pattern):
+    with pytest.raises(DataError, match=pattern):
+        make_target(kind, **params)

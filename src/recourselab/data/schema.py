@@ -11,6 +11,7 @@ seen in the file), statistics come from the training split only.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ import pandas as pd
 
 from recourselab.errors import DataError, UnknownCategoryError
 from recourselab.io import write_json
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 
@@ -312,7 +315,9 @@ def encode_rows(X: np.ndarray | pd.DataFrame, schema: Schema | None = None, *, w
 
     Parameters
     ----------
-    X : DataFrame in original units, or array-like of shape (n, d) already encoded.
+    X : DataFrame in original units (missing values are imputed like the training data, with
+        the training median / most frequent level, and logged as a warning), or array-like of
+        shape (n, d) already encoded (NaN is an error).
     schema : encodes DataFrames and fixes the expected width ``schema.n_encoded``.
     what : how error messages call the rows ("query", "factuals", ...).
     width : expected width when there is no schema.
@@ -329,6 +334,13 @@ def encode_rows(X: np.ndarray | pd.DataFrame, schema: Schema | None = None, *, w
     if isinstance(X, pd.DataFrame):
         if schema is None:
             raise DataError(f"a DataFrame {what} needs a schema to encode it; pass schema= or encoded rows")
+        missing = {f.name: int(X[f.name].isna().sum()) for f in schema.features
+                   if f.name in X.columns and X[f.name].isna().any()}
+        if missing:
+            fixed = [f.name for f in schema.features if f.immutable and f.name in missing]
+            logger.warning("%s: missing values %s imputed with the training median / most frequent level%s",
+                           what, missing, f" (immutable features {fixed}: they stay at the imputed value)"
+                           if fixed else "")
         X = schema.transform(X)
     try:
         X = np.asarray(X, dtype=float)

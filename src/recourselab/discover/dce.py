@@ -5,8 +5,9 @@ takes one gradient step on X of Q(X; mu, nu, eta) with the plans fixed (autograd
 torch model for the output side, the closed form for the sliced input side). All rows and
 all mutable features move at every step; immutable / fixed features never move, numerical
 features stay in their (row-wise, actionable) bounds and phase pairs in [-1, 1]^2. The
-returned iterate (best feasible under the final eta, else the last) is snapped to valid
-points (exact phase pairs, integers) and certified **after** snapping.
+returned iterate (best feasible under the final eta, else the last) is snapped to valid,
+actionable points (:func:`snap_rows`: exact phase pairs of allowed levels, integers, row
+bounds; entries that never moved keep their factual value) and certified **after** snapping.
 
 Because gradients of a mean over rows are O(1/n), the step is ``X <- X - lr * n * grad``.
 Memory: feasible iterates are kept (O(T n d)), which is fine for a baseline.
@@ -32,6 +33,7 @@ from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.solver import (
     DiscoverResult,
     NotCertifiedWarning,
+    original_frame,
     prepare_run,
     result_metrics,
     stop_level_reached,
@@ -105,20 +107,24 @@ class DCE:
     model : a :class:`TorchClassifier` (or any object with ``proba_tensor`` and ``predict_proba``).
     schema : encoded layout.
     lr : step size per row (see module docstring). Default 0.05.
-    max_iter : gradient steps T. Default 100.
+    max_iter : gradient steps T. Default: ``settings.max_iter`` when settings are given, else 100.
     settings : a :class:`DiscoverSettings` for the shared options (N, delta, alpha, U_x, U_y,
         eta interval, kappa, actionability, metrics, seed); keyword options override it.
     """
 
-    def __init__(self, model: Any, *, schema: Schema, lr: float = 0.05, max_iter: int = 100,
+    def __init__(self, model: Any, *, schema: Schema, lr: float = 0.05, max_iter: int | None = None,
                  settings: DiscoverSettings | None = None, **options: Any) -> None:
         if not hasattr(model, "proba_tensor"):
             raise TypeError(f"DCE needs a differentiable model with proba_tensor (e.g. TorchClassifier), "
                             f"got {type(model).__name__}")
-        if lr <= 0:
-            raise DataError(f"lr must be positive, got {lr}")
-        base = settings.to_dict() if settings is not None else {}
-        self.settings = DiscoverSettings.from_kwargs(**(base | {"max_iter": max_iter} | options))
+        if not isinstance(schema, Schema):
+            raise TypeError(f"schema must be a recourselab Schema (the encoded layout), got {type(schema).__name__}")
+        if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
+            raise DataError(f"lr must be a positive number, got {lr!r}")
+        base = settings.to_dict() if settings is not None else {"max_iter": 100}
+        if max_iter is not None:
+            base |= {"max_iter": max_iter}
+        self.settings = DiscoverSettings.from_kwargs(**(base | options))
         self.model = model
         self.schema = schema
         self.lr = lr
@@ -185,13 +191,11 @@ class DCE:
         at_level = [t for t in kept if s.at_level(records[t]["OT_y_metric"])] or list(kept)
         scored = {t: (1 - eta) * records[t]["OT_x"] + eta * records[t]["OT_y"] for t in at_level}
         best = min(scored, key=lambda t: (scored[t], t)) if scored else len(records) - 1
-        Xb = kept.get(best, X)
-        Xs = self.schema.snap(Xb)
-        Xs[:, frozen] = Xf[:, frozen]
+        Xs = snap_rows(kept.get(best, X), Xf, self.schema, space)
         ys = self._scores(Xs)
         ms = match(Xs @ theta.T, ref_x, ys, ref_y, w)
         _, qx, qy = ms.objective(0.0)
-        rec = {"iteration": best, "OT_x": qx, "OT_y": qy,
+        rec = {"iteration": best, "eta": records[best]["eta"], "OT_x": qx, "OT_y": qy,
                "UCL_x": ucl_sw2(ms.sorted_x, ref_x, s.delta, s.alpha),
                "UCL_y": ucl_w2(ms.sorted_y, ref_y, s.delta, s.alpha)}
         feasible = is_feasible(rec["UCL_x"], rec["UCL_y"], U_x, U_y) and bool((Xs != Xf).any())
@@ -209,10 +213,31 @@ class DCE:
                     metrics["OT_y"])
         settings = s.to_dict() | {"lr": self.lr}
         return DiscoverResult(
-            counterfactuals=Xs, counterfactuals_frame=self.schema.inverse_transform(Xs), factuals=Xf,
+            counterfactuals=Xs, counterfactuals_frame=original_frame(self.schema, Xs, factuals), factuals=Xf,
             scores=ys, factual_scores=yf, target_values=ystar, log=pd.DataFrame.from_records(records),
             metrics=metrics, feasible=feasible, target=tgt.to_dict(), queries=self.queries, wall_time=wall,
             iteration=best, settings=settings, method="dce")
 
 
-__all__ = ["DCE", "TorchClassifier", "fit_torch_mlp"]
+def snap_rows(X: np.ndarray, Xf: np.ndarray, schema: Schema, space: ProposalSpace) -> np.ndarray:
+    """Valid, actionable points for a continuous iterate ``X`` (n, d) of factuals ``Xf`` (n, d).
+
+    Categoricals take the row's nearest *allowed* level (actionability), numericals are
+    rounded (integer features) and kept in the row's bounds (which contain its factual value,
+    also one outside the training range), and every entry the solver never moved keeps its
+    factual value exactly, so an unmoved row is never reported as edited.
+    """
+    Xs = schema.snap(X)
+    Xs[:, space.num_cols] = np.clip(Xs[:, space.num_cols], space.row_lo, space.row_hi)
+    for cat in space.cats:
+        cols = list(cat.cols)
+        dist = ((X[:, None, cols] - cat.phases[None]) ** 2).sum(axis=2)  # (n, L)
+        Xs[:, cols] = cat.phases[np.where(cat.allowed, dist, np.inf).argmin(axis=1)]
+    frozen = ~space.mutable_mask
+    Xs[:, frozen] = Xf[:, frozen]
+    unmoved = X == Xf
+    Xs[unmoved] = Xf[unmoved]
+    return Xs
+
+
+__all__ = ["DCE", "TorchClassifier", "fit_torch_mlp", "snap_rows"]

@@ -112,10 +112,11 @@ def mmd2(X: np.ndarray, Y: np.ndarray, *, sigma: float = 1.0, block: int = 1024)
 
 
 def ares_cost(X: np.ndarray, factuals: np.ndarray, schema: Schema, *, n_bins: int = 10) -> np.ndarray:
-    """AReS-style cost of every row (n,): bins moved per numerical feature + 1 per changed categorical.
+    """AReS-style cost of every row (n,): per numerical feature the move in bin widths, + 1 per changed categorical.
 
-    Numerical bins are ``n_bins`` equal-width bins of the training range in original units
-    (AReS / GLOBE-CE bin widths); integer features are compared after rounding.
+    A numerical move counts ``|x' - x| / w`` with ``w`` the width of ``n_bins`` equal-width bins
+    of the training range in original units (AReS / GLOBE-CE bin widths), a fractional number of
+    bins (not whole bins crossed); integer features are compared after rounding.
     """
     cf = schema.inverse_transform(X)
     fa = schema.inverse_transform(factuals)

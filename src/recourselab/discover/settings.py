@@ -218,6 +218,9 @@ class DiscoverSettings:
             raise ConfigError(f"invalid DISCOVER settings: {values} (see DiscoverSettings for valid ranges)")
         if not (self.edit_numerical or self.edit_categorical):
             raise ConfigError("DISCOVER settings: edit_numerical and edit_categorical cannot both be False")
+        if not isinstance(self.actionability, Mapping):
+            raise ConfigError(f"DISCOVER settings: actionability must map feature names to rules "
+                              f"({', '.join(ACTIONABILITY)}), got {type(self.actionability).__name__}")
         for name, rule in self.actionability.items():
             if rule not in ACTIONABILITY:
                 raise ConfigError(f"actionability of {name!r}: unknown rule {rule!r}; valid: "

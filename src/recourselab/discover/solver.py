@@ -114,7 +114,7 @@ def favourable_scores(model: Any, X: np.ndarray, schema: Schema, budget: str) ->
 
     proba = model.predict_proba(X, budget=budget) if isinstance(model, BlackBox) else model.predict_proba(X)
     proba = np.asarray(proba, dtype=float)
-    if proba.ndim != 2 or proba.shape[0] != len(X) or proba.shape[1] <= schema.favourable_index:
+    if proba.ndim != 2 or proba.shape != (len(X), schema.n_classes):
         raise DataError(f"model returned probabilities of shape {proba.shape}, expected ({len(X)}, "
                         f"{schema.n_classes})")
     scores = proba[:, schema.favourable_index]
@@ -126,10 +126,20 @@ def favourable_scores(model: Any, X: np.ndarray, schema: Schema, budget: str) ->
 
 
 def encode_factuals(factuals: np.ndarray | pd.DataFrame, schema: Schema) -> np.ndarray:
-    """Validate factual rows: encoded (n, d) array or raw DataFrame -> float array (n, d), n >= 2."""
+    """Validate factual rows: encoded (n, d) array or raw DataFrame -> float array (n, d), n >= 2.
+
+    Encoded rows must hold valid categorical encodings (each (cos, sin) pair the exact phase
+    of one level); numerical values may lie outside the training range.
+    """
     X = encode_rows(factuals, schema, what="factuals")
     if X.shape[0] < 2:
         raise DataError(f"need at least 2 factual rows for a distribution, got {X.shape[0]}")
+    snapped = schema.snap(X)
+    off = [f.name for f, sl in zip(schema.features, schema.slices().values(), strict=True)
+           if f.kind != "numerical" and not np.allclose(X[:, sl], snapped[:, sl], rtol=0.0, atol=1e-6)]
+    if off:
+        raise DataError(f"factuals: the encoded columns of categorical feature(s) {off} are not the phase pair "
+                        "of any level; encode raw rows with the schema (schema.transform) or pass a DataFrame")
     return X
 
 
@@ -305,6 +315,8 @@ class Discover:
                  **options: Any) -> None:
         if not hasattr(model, "predict_proba"):
             raise TypeError(f"model ({type(model).__name__}) has no predict_proba method")
+        if not isinstance(schema, Schema):
+            raise TypeError(f"schema must be a recourselab Schema (the encoded layout), got {type(schema).__name__}")
         self.settings = DiscoverSettings.from_kwargs(
             n_projections=n_projections, top_k=top_k, h=h, trials=trials, max_iter=max_iter,
             strategy=strategy, seed=seed, **options)
@@ -441,10 +453,18 @@ class Discover:
         logger.info("DISCOVER done in %.2fs: feasible=%s OT_x=%.4g OT_y=%.4g queries=%d", wall, feasible,
                     metrics["OT_x"], metrics["OT_y"], self._queries)
         return DiscoverResult(
-            counterfactuals=X, counterfactuals_frame=self.schema.inverse_transform(X), factuals=Xf,
+            counterfactuals=X, counterfactuals_frame=original_frame(self.schema, X, factuals), factuals=Xf,
             scores=y, factual_scores=yf, target_values=ystar, log=log, metrics=metrics, feasible=feasible,
             target=tgt.to_dict(), queries=self._queries, wall_time=wall, iteration=best,
             settings=s.to_dict(), method="discover", row_scores=np.stack(q_rows))
+
+
+def original_frame(schema: Schema, X: np.ndarray, factuals: Any) -> pd.DataFrame:
+    """Rows ``X`` (n, d) in original units, indexed like ``factuals`` when that is a DataFrame."""
+    frame = schema.inverse_transform(X)
+    if isinstance(factuals, pd.DataFrame):
+        frame.index = factuals.index
+    return frame
 
 
 def stop_level_reached(s: DiscoverSettings, feasible: bool, ot_y_value: float) -> bool:
@@ -473,7 +493,7 @@ def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarr
         "edited_rows": int(edited.sum()),
         "objective_OT_x": float(rec["OT_x"]), "objective_OT_y": float(rec["OT_y"]),
         "UCL_x": float(rec["UCL_x"]), "UCL_y": float(rec["UCL_y"]), "U_x": float(U_x), "U_y": float(U_y),
-        "eta": float(eta), "returned_iteration": int(rec["iteration"]),
+        "eta": float(rec["eta"]), "final_eta": float(eta), "returned_iteration": int(rec["iteration"]),
         "mean_score": float(y.mean()), "target_mean": float(ystar.mean()),
         "units": "squared Wasserstein-2 (SW^2 / W^2) in the encoded space",
     }
@@ -485,4 +505,4 @@ def replace_settings(settings: DiscoverSettings, **changes: Any) -> DiscoverSett
 
 
 __all__ = ["Discover", "DiscoverResult", "NotCertifiedWarning", "encode_factuals", "favourable_scores",
-           "resolve_target", "stop_level_reached"]
+           "original_frame", "resolve_target", "stop_level_reached"]

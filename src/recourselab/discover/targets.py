@@ -14,6 +14,8 @@ A :class:`Target` is a small frozen description (kind, parameters, seed, optiona
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,8 +132,22 @@ def make_target(kind: str, *, seed: int = 0, n: int | None = None, **params: Any
     unknown = sorted(set(params) - set(_PARAMS[kind]))
     if unknown:
         raise DataError(f"target {kind!r}: unknown parameters {unknown}; valid: {', '.join(_PARAMS[kind])}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise DataError(f"target {kind!r}: seed must be an integer >= 0, got {seed!r}")
+    wrong = [f"{k}={v!r}" for k, v in params.items() if k not in ("values", "oriented")
+             and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v))]
+    if "oriented" in params and not isinstance(params["oriented"], bool):
+        wrong.append(f"oriented={params['oriented']!r} (True or False)")
+    if wrong:
+        raise DataError(f"target {kind!r}: parameters must be finite numbers: {', '.join(wrong)}")
     if kind == "values":
-        vals = tuple(float(v) for v in np.asarray(params.get("values", ()), dtype=float).ravel())
+        try:
+            arr = np.asarray(params.get("values", ()), dtype=float)
+        except (TypeError, ValueError) as err:
+            raise DataError(f"target 'values': values must be numbers in [0, 1] ({err})") from err
+        if arr.ndim != 1:
+            raise DataError(f"target 'values': values must be a flat sequence, got shape {arr.shape}")
+        vals = tuple(float(v) for v in arr)
         params = {"values": vals}
         if n is not None and n != len(vals):
             raise DataError(f"target 'values' has {len(vals)} values but n={n}")
