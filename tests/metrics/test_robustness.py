@@ -40,7 +40,7 @@ def test_summarize_seeds_means_nested_metrics_and_tolerates_missing_ones():
     }
     s = summarize_seeds(per_seed)
     assert s["seeds"] == [0, 1, 2] and set(s["per_seed"]) == {"0", "1", "2"}
-    assert s["summary"]["a"] == {"mean": 3.0, "std": pytest.approx(np.std([1, 3, 5]))}
+    assert s["summary"]["a"] == {"mean": 3.0, "std": pytest.approx(2.0)}  # sample std (ddof 1) of 1, 3, 5
     assert s["summary"]["nested.b"]["mean"] == 4.0
-    assert s["summary"]["first"] == {"mean": 8.0, "std": 1.0}  # None in seed 0: over the seeds that have it
+    assert s["summary"]["first"] == {"mean": 8.0, "std": pytest.approx(2 ** 0.5)}  # None in seed 0: seeds 1, 2
     assert "flag" not in s["summary"] and "name" not in s["summary"]  # bools and strings are not averaged

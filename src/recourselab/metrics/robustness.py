@@ -44,7 +44,7 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
 
 
 def summarize_seeds(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-    """Mean and std over seeds of every numeric (possibly nested) metric.
+    """Mean and sample standard deviation (ddof 1) over seeds of every numeric (possibly nested) metric.
 
     A metric missing or None in some seeds (e.g. an iteration that never happened) is
     summarised over the seeds that have it.
@@ -54,5 +54,5 @@ def summarize_seeds(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]
     summary = {}
     for k in keys:
         values = [flat[s][k] for s in flat if k in flat[s]]
-        summary[k] = {"mean": statistics.fmean(values), "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
+        summary[k] = {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
     return {"seeds": sorted(per_seed), "per_seed": {str(s): dict(m) for s, m in per_seed.items()}, "summary": summary}
