@@ -20,7 +20,7 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.densityflow import CODE, _ensemble, _run, counterfactual_metrics, distill_settings, run
+from flows.densityflow import GENERATE_CODE, _ensemble, _run, counterfactual_metrics, distill_settings, run
 from recourselab.config import ABLATION_VARIANTS, Params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
@@ -29,7 +29,7 @@ from recourselab.metrics import summarize_seeds
 from recourselab.orchestration import SeedResult, limit_threads, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
 
-ABLATE_CODE = (*CODE, "recourselab.report.ablation_plots")
+ABLATE_CODE = (*GENERATE_CODE, "flows.ablate", "recourselab.report.ablation_plots")
 __all__ = ["ablate", "ablate_flow", "run"]
 
 

@@ -24,6 +24,7 @@ from recourselab import __version__
 from recourselab.config import Params, section_hash
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
+from recourselab.errors import DataError
 from recourselab.io import read_json, write_json, write_parquet
 from recourselab.metrics import query_set, summarize_seeds, validity_metrics
 from recourselab.metrics.plausibility import density_variance_spearman, ensemble_uncertainty, inlier_rates
@@ -42,7 +43,9 @@ from recourselab.orchestration import (
 )
 from recourselab.report.densityflow_plots import densityflow_figures
 
-CODE = ("recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics.robustness")
+#: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
+CODE = ("flows.densityflow", "recourselab.config", "recourselab.io", "recourselab.densityflow", "recourselab.data",
+        "recourselab.models", "recourselab.metrics.robustness")
 #: ``generate`` also reports plausibility (its cache key covers that module too).
 GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility", "recourselab.report.densityflow_plots")
 #: Test rows of the RQ2 check (Spearman of -S and the ensemble variance).
@@ -105,7 +108,9 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
                 selection.append({**combo, "val_validity": score})
             if best is None or (score is not None and score > best_score):
                 best, best_score = model, score if score is not None else -1.0
-    writers = {"train_log.parquet": lambda p: write_parquet(p, best.log_.frame(), {"dataset": dataset, "seed": seed})}
+    provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "step": "train_flow",
+                  "params_hash": section_hash(section), "code_version": __version__, "code_hash": code}
+    writers = {"train_log.parquet": lambda p: write_parquet(p, best.log_.frame(), provenance)}
     return stage_artifacts(Path(staging_root) / "train_flow" / dataset / f"seed={seed}",
                            {**writers, **_model_writers(best), "selection.json": lambda p: write_json(p, selection)})
 
@@ -204,9 +209,27 @@ def _rq2(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) 
     return density_variance_spearman(density, proba.var(axis=0), seed=seed)
 
 
+#: The stage that writes each upstream folder (named in the error when one is missing).
+PRODUCERS = {"prepared": "prepare", "ensemble": "tune_ensemble", "flow": "train_flow / distill", "recourse": "generate"}
+
+
+def _require_upstream(dirs: dict[str, str], names: list[str]) -> None:
+    """A clear error when an upstream stage's outputs for this (dataset, seed) are missing."""
+    for k in names:
+        path = Path(dirs[k])
+        present = (path / MANIFEST).is_file() if k == "ensemble" else path.is_dir() and any(path.iterdir())
+        if not present:
+            raise DataError(f"no {k} outputs in {path}; run the {PRODUCERS.get(k, k)} stage first "
+                            "(`make repro` runs every stage in order)")
+
+
 def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:
     """sha256 of the manifest entries of ``members`` (models tuned only for DISCOVER do not count)."""
     entries = read_json(Path(ensemble_dir) / MANIFEST)["members"]
+    missing = [m for m in members if m not in entries]
+    if missing:
+        raise DataError(f"{Path(ensemble_dir) / MANIFEST} has no members {missing}; rerun tune_ensemble "
+                        "(tune_ensemble.members)")
     return hashlib.sha256(json.dumps({m: entries.get(m) for m in members}, sort_keys=True).encode()).hexdigest()
 
 
@@ -218,6 +241,7 @@ def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[s
     calls, keys = [], []
     for slot, seed in enumerate(params.seeds):
         dirs = {k: str(Path(v) / dataset / f"seed={seed}") for k, v in roots.items()}
+        _require_upstream(dirs, upstream_dirs)
         upstream = "+".join(_members_fingerprint(dirs[k], members) if k == "ensemble" else dir_fingerprint(dirs[k])
                             for k in upstream_dirs)
         calls.append(dict(dataset=dataset, seed=seed, section=section, upstream=upstream, code=code,

@@ -40,7 +40,7 @@ def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path)
     """
     raw = load_dataset(dataset, params)
     section = params.prepare.model_dump(mode="json")
-    code = code_fingerprint("recourselab.data", "recourselab.io")
+    code = code_fingerprint("flows.prepare", "recourselab.config", "recourselab.data", "recourselab.io")
     calls = [dict(dataset=dataset, seed=s, section=section, fingerprint=raw.fingerprint, code=code,
                   staging_root=str(Path(cache_root) / "artifacts"), raw=raw) for s in params.seeds]
     out_dirs = [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]

@@ -62,7 +62,7 @@ def tuned_models(params: Params) -> list[str]:
 
 
 def summarize(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, Any]:
-    """Mean and std over seeds of every member's metrics."""
+    """Mean and sample standard deviation (ddof 1) over seeds of every member's metrics."""
     members = next(iter(per_seed.values()))
     out: dict[str, Any] = {}
     for name in members:
@@ -70,7 +70,7 @@ def summarize(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, Any
         for metric in members[name]:
             values = [per_seed[s][name][metric] for s in per_seed]
             out[name][metric] = {"mean": statistics.fmean(values),
-                                 "std": statistics.pstdev(values) if len(values) > 1 else 0.0}
+                                 "std": statistics.stdev(values) if len(values) > 1 else 0.0}
     return {"seeds": sorted(per_seed), "members": out}
 
 
@@ -84,7 +84,8 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
     """
     section = params.tune_ensemble.model_dump(mode="json")
     n_threads = threads_per_task(params.orchestration.max_workers)
-    code = code_fingerprint("recourselab.models", "recourselab.data")
+    code = code_fingerprint("flows.tune_ensemble", "recourselab.config", "recourselab.io", "recourselab.models",
+                            "recourselab.data")
     calls, out_dirs, keys = [], [], []
     for slot, seed in enumerate(params.seeds):
         prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"

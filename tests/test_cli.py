@@ -51,3 +51,10 @@ def test_outside_a_project_is_a_clear_error(monkeypatch, tmp_path, caplog):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["prepare", "--dataset", "moons"]) == 1
     assert "no recourselab project" in caplog.text
+
+
+def test_relative_path_options_are_read_from_the_callers_folder(tmp_path):
+    argv = ["--dataset", "moons", "--params", "my.yaml", "--out=out", "--prepared", "/abs/prepared", "-v"]
+    assert cli.absolute_path_args(argv, tmp_path) == [
+        "--dataset", "moons", "--params", str(tmp_path / "my.yaml"), f"--out={tmp_path / 'out'}",
+        "--prepared", "/abs/prepared", "-v"]

@@ -349,6 +349,7 @@ def test_ablate_settings_are_validated():
     ({"variants": ["no_densty"]}, r"ablate.variants.0: Input should be 'no_distill'"),
     ({"variants": []}, "variants must be a non-empty list"),
     ({"seeds": [0]}, r"unknown key 'ablate.seeds'.*valid keys: datasets, n_seeds, variants"),
+    ({"n_seeds": 5}, r"ablate.n_seeds is 5 but only 3 seeds are listed \(\[0, 1, 2\]\)"),
 ])
 def test_ablate_errors_name_the_problem(ablate, pattern):
     with pytest.raises(ConfigError, match=pattern):

@@ -34,3 +34,22 @@ def test_code_fingerprint_changes_with_modules():
     a = code_fingerprint("recourselab.data")
     assert a == code_fingerprint("recourselab.data")
     assert a != code_fingerprint("recourselab.data", "recourselab.io")
+
+
+def test_a_damaged_staging_folder_is_replaced_by_the_fresh_write(tmp_path):
+    writers = {"a.txt": lambda p: p.write_text("alpha"), "b.txt": lambda p: p.write_text("beta")}
+    m1 = stage_artifacts(tmp_path / "stage", writers)
+    staged = tmp_path / "stage" / m1["dir"].rsplit("/", 1)[1]
+    (staged / "a.txt").unlink()
+    (staged / "b.txt").write_text("tampered")
+    m2 = stage_artifacts(tmp_path / "stage", writers)
+    assert m2 == m1 and manifest_intact(m2)  # same content address, repaired in place
+    publish(m2, tmp_path / "out")
+    assert (tmp_path / "out" / "a.txt").read_text() == "alpha" and (tmp_path / "out" / "b.txt").read_text() == "beta"
+
+
+def test_code_fingerprint_covers_flow_modules_outside_the_package():
+    import flows.densityflow as fd
+
+    assert "flows.densityflow" in fd.CODE and "recourselab.config" in fd.CODE
+    assert code_fingerprint("flows.densityflow") != code_fingerprint("flows.discover")

@@ -38,10 +38,34 @@ def project_root(start: Path | None = None) -> Path:
     raise RecourselabError(f"no recourselab project (dvc.yaml + stages/) at or above {start}")
 
 
+#: Stage options that take a path: given relative, they are read from the caller's folder.
+PATH_OPTIONS = ("--params", "--out", "--prepared", "--ensemble", "--flow", "--recourse", "--metrics")
+
+
+def absolute_path_args(argv: list[str], cwd: Path) -> list[str]:
+    """``argv`` with the relative values of :data:`PATH_OPTIONS` made absolute against ``cwd``."""
+    out: list[str] = []
+    takes_path = False
+    for arg in argv:
+        opt, eq, value = arg.partition("=")
+        if takes_path:
+            out.append(str(cwd / arg) if not Path(arg).is_absolute() else arg)
+            takes_path = False
+        elif opt in PATH_OPTIONS and eq:
+            out.append(f"{opt}={cwd / value if not Path(value).is_absolute() else value}")
+        else:
+            out.append(arg)
+            takes_path = arg in PATH_OPTIONS
+    return out
+
+
 def run_stage(name: str, argv: list[str]) -> int:
+    """Run stage ``name`` from the project root (its default paths are relative to it); path
+    options given relative to the caller's folder keep pointing there."""
     root = project_root()
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    argv = absolute_path_args(argv, Path.cwd())
     os.chdir(root)
     return importlib.import_module(f"stages.{name}").main(argv)
 

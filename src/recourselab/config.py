@@ -469,6 +469,9 @@ class Params(StrictModel):
             if name not in valid:
                 raise ValueError(f"train_flow.per_dataset: unknown dataset {name!r}{_suggest(name, valid)}; "
                                  f"valid datasets: {', '.join(valid)}")
+        if self.ablate.n_seeds > len(self.seeds):
+            raise ValueError(f"ablate.n_seeds is {self.ablate.n_seeds} but only {len(self.seeds)} seeds are listed "
+                             f"({self.seeds}); ablate.n_seeds counts the first seeds of `seeds`")
         return self
 
 

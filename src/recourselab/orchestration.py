@@ -8,7 +8,8 @@ upstream fingerprints and a fingerprint of the library code). The flow then *pub
 the staged files into the stage's output folder with atomic copies. A second run with the
 same key is a cache hit: the task body does not run, the manifest is read back and the
 files are published again (DVC removes a stage's outputs before it reruns it). If staged
-files have vanished, the task is rerun with ``refresh_cache=True``.
+files have vanished or changed, the task is rerun with ``refresh_cache=True`` and its fresh
+files replace the damaged staging folder; nothing that fails its sha256 is published.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recourselab.errors import RecourselabError
 from recourselab.io import copy_atomic, sha256_file
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,12 @@ class SeedResult:
 
 
 def code_fingerprint(*packages: str) -> str:
-    """sha256 over the source files of the given (sub)packages or modules of recourselab."""
+    """sha256 over the source files of the given importable (sub)packages or modules.
+
+    Task cache keys pass every module whose code shapes the task's outputs: the library
+    packages it calls, ``recourselab.config`` and the flow module itself (helpers outside the
+    task function, which Prefect's source hash of the task does not see).
+    """
     import importlib
 
     h = hashlib.sha256()
@@ -81,9 +88,12 @@ def stage_artifacts(staging_dir: str | Path, writers: Mapping[str, Writer]) -> d
         files = {name: sha256_file(tmp / name) for name in writers}
         digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
         final = staging_dir / digest
-        if final.exists():
+        if final.exists() and manifest_intact({"dir": str(final), "files": files}):
             shutil.rmtree(tmp)
         else:
+            if final.exists():  # a damaged earlier copy (a file deleted or altered): replace it
+                log.warning("staged artifacts in %s were damaged; replacing them", final)
+                shutil.rmtree(final)
             os.replace(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -128,9 +138,12 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
         manifest = fut.result()
         state = fut.state.name
         if not manifest_intact(manifest):
-            log.warning("%s: staged artifacts missing, recomputing", key)
+            log.warning("%s: staged artifacts missing or altered, recomputing", key)
             manifest = configured.with_options(refresh_cache=True)(**kw)
             state = "Completed"
+            if not manifest_intact(manifest):
+                raise RecourselabError(f"{key}: the recomputed artifacts in {manifest['dir']} do not match their "
+                                       "manifest; run `make clean-cache` and retry")
         manifests.append(manifest)
         states.append(state)
     results = []

@@ -37,6 +37,8 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     assert read_json(trained / "densityflow.json")["config"]["lambda_cost"] == max(
         selection, key=lambda s: s["val_validity"])["lambda_cost"]
     assert len(pd.read_parquet(trained / "train_log.parquet")) == 4
+    prov = read_provenance(trained / "train_log.parquet")
+    assert (prov["step"], prov["seed"], len(prov["params_hash"]), len(prov["code_hash"])) == ("train_flow", 0, 64, 64)
 
     df_module.run(df_module.distill_flow, params, flow_root=root["densityflow"], out_root=root["distill"], **common)
     report = read_json(root["distill"] / "moons" / "seed=0" / "distill.json")
@@ -71,3 +73,18 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     assert first == 2
     df_module.run(df_module.generate_flow, params, **gen)
     assert len(calls) == first, "second generate run was not a cache hit"
+
+
+def test_missing_upstream_outputs_name_the_stage_to_run(tmp_path, params_factory):
+    import pytest
+
+    from recourselab.errors import DataError
+
+    params = params_factory(datasets=["moons"], seeds=[0])
+    roots = {"prepared": tmp_path / "prepared", "ensemble": tmp_path / "ensemble"}
+    with pytest.raises(DataError, match=r"no prepared outputs in .*moons/seed=0; run the prepare stage first"):
+        df_module._calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])
+    (tmp_path / "prepared" / "moons" / "seed=0").mkdir(parents=True)
+    (tmp_path / "prepared" / "moons" / "seed=0" / "schema.json").write_text("{}")
+    with pytest.raises(DataError, match=r"no ensemble outputs in .*; run the tune_ensemble stage first"):
+        df_module._calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])

@@ -316,7 +316,8 @@ def load_dataset(name: str, params: Params) -> RawDataset:
         frame = frame.iloc[keep].reset_index(drop=True)
         log.info("dataset %r: subsampled to %d rows (prepare.max_rows)", name, len(frame))
     levels = {c: sorted_levels(frame[c]) for c in spec.categorical}
-    fingerprint = sha256_bytes(repr((source_hash, dataclasses.astuple(spec), len(frame))).encode())
+    content = pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes()  # parsing options show here
+    fingerprint = sha256_bytes(repr((source_hash, dataclasses.astuple(spec), len(frame))).encode() + content)
     return RawDataset(frame=frame, spec=spec, fingerprint=fingerprint, levels=levels)
 
 

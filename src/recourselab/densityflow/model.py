@@ -429,9 +429,11 @@ class DensityFlow:
         return self
 
     def _fit_key(self, X: np.ndarray, y: np.ndarray) -> str:
-        """Hash of the settings, the mutable mask, this package's source and the (subsampled)
-        training data of one ``fit`` (a checkpoint of other code or immutables is never resumed)."""
+        """Hash of the settings, the device type, the mutable mask, this package's source and the
+        (subsampled) training data of one ``fit`` (a checkpoint of other code, immutables or device
+        type is never resumed: CUDA and CPU arithmetic differ)."""
         h = hashlib.sha256(json.dumps(dataclasses.asdict(self.config), sort_keys=True).encode())
+        h.update(self.device.type.encode())
         h.update(self._mutable_mask(X.shape[1]).tobytes())
         h.update(code_fingerprint("recourselab.densityflow").encode())
         h.update(np.ascontiguousarray(X, dtype=np.float32).tobytes())
