@@ -249,6 +249,15 @@ def test_constant_column_gets_unit_std():
     np.testing.assert_array_equal(X[:, schema.slices()["const"].start], 0.0)
 
 
+def test_a_constant_float_column_with_a_rounding_error_std_is_constant_too():
+    frame = _mixed_frame()
+    frame["const"] = 0.1  # np.std of many 0.1s is ~1e-17, not 0
+    schema = _fit(frame)
+    assert schema.features[schema.feature_names.index("const")].std == 1.0
+    other = frame.head(3).assign(const=0.2)
+    assert np.abs(schema.transform(other)[:, schema.slices()["const"].start]).max() < 1.0  # not 7e15
+
+
 # ---------------------------------------------------------------------------- persistence
 def test_save_load_round_trip_identical_transform(mixed, tmp_path):
     frame, schema = mixed
@@ -310,6 +319,16 @@ def test_inverse_transform_wrong_width(mixed):
     _, schema = mixed
     with pytest.raises(DataError, match=r"expected encoded rows of width 9, got shape \(4, 8\)"):
         schema.inverse_transform(np.zeros((4, 8)))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_inverse_transform_and_snap_refuse_non_finite_points(mixed, bad):
+    _, schema = mixed
+    X = np.zeros((4, 9))
+    X[2, 0] = bad
+    for decode in (schema.inverse_transform, schema.snap):
+        with pytest.raises(DataError, match=r"non-finite encoded values \(NaN / inf\) in 1 rows, e\.g\. rows \[2\]"):
+            decode(X)
 
 
 def test_unknown_label(mixed):

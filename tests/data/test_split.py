@@ -95,6 +95,14 @@ def test_single_class_rejected():
         stratified_split(np.zeros(100, dtype=int), 0)
 
 
+def test_a_split_without_some_class_is_refused():
+    y = np.array([0] * 1000 + [1] * 3 + [2] * 3)  # 3 rows a class pass the count check but not the split
+    with pytest.raises(DataError, match=r"split \(seed 0\) has no rows of class\(es\)|cannot stratify 1006 rows"):
+        stratified_split(y, 0)
+    with pytest.raises(DataError, match=r"cannot stratify 12 rows of 3 classes"):  # test_size 2 < 3 classes
+        stratified_split(np.repeat([0, 1, 2], 4), 0, (0.7, 0.15, 0.15))
+
+
 def test_tiny_class_rejected():
     y = np.array([0] * 50 + [1, 1])
     with pytest.raises(DataError, match=r"fewer than 3 rows \(label: rows\) \{1: 2\}"):

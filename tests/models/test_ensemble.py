@@ -33,6 +33,16 @@ def test_load_ensemble_round_trip(saved, moons_schema):
     np.testing.assert_array_equal(box.predict_proba(test.X), expected)
     only = load_ensemble(directory, ["lightgbm"])
     assert only.member_names == ("lightgbm",)
+    assert load_ensemble(directory, "lightgbm").member_names == ("lightgbm",)  # one name, not its letters
+
+
+def test_an_ensemble_of_another_dataset_is_refused(saved, moons_schema):
+    import dataclasses
+
+    directory, _, _ = saved
+    circles_like = dataclasses.replace(moons_schema, dataset="circles")  # same width, other data
+    with pytest.raises(DataError, match="tuned on dataset 'moons', not on the schema's 'circles'"):
+        load_ensemble(directory, schema=circles_like)
 
 
 def test_tampered_file_and_missing_members_are_errors(saved):

@@ -86,6 +86,14 @@ def test_skops_loader_refuses_types_outside_the_allow_list(tmp_path):
     sio.dump(make_pipeline(FunctionTransformer(os.system)), path)
     with pytest.raises(RecourselabError, match="outside the allow-list"):
         load_model("knn", path, {}, 2)
+    # callables under trusted-looking module names are refused too: exact type names only
+    import numpy as np
+
+    for func, name in ((exec, "builtins.exec"), (np.load, "numpy.load")):
+        sio.dump(make_pipeline(FunctionTransformer(func)), path)
+        assert name in sio.get_untrusted_types(file=path)
+        with pytest.raises(RecourselabError, match=f"outside the allow-list: .*{name}"):
+            load_model("knn", path, {}, 2)
 
 
 def test_mlp_early_stopping_restores_the_best_validation_epoch(moons_small):
@@ -94,3 +102,9 @@ def test_mlp_early_stopping_restores_the_best_validation_epoch(moons_small):
     est = model.estimator
     assert 1 <= est.best_epoch_ <= est.n_epochs_ <= 40
     assert est.n_epochs_ == 40 or est.n_epochs_ - est.best_epoch_ == 10  # ran out, or patience 10 spent
+
+
+def test_mlp_needs_at_least_one_epoch(moons_small):
+    train, val, _ = moons_small
+    with pytest.raises(RecourselabError, match=r"model 'mlp': max_iter must be an integer >= 1 \(epochs\), got 0"):
+        fit_model("mlp", {"hidden_layer_sizes": [4], "max_iter": 0}, train.X, train.y, _ctx(val))

@@ -120,9 +120,10 @@ class Schema:
                 median = float(np.median(finite))
                 filled = np.where(np.isnan(values), median, values)
                 std = float(filled.std())
+                constant = finite.max() == finite.min()  # its std is 0 or a rounding error (1e-17)
                 feats.append(Feature(
                     name=name, kind="numerical", integer=name in integer, immutable=name in immutable,
-                    median=median, mean=float(filled.mean()), std=std if std > 0 else 1.0,
+                    median=median, mean=float(filled.mean()), std=std if std > 0 and not constant else 1.0,
                     lower=float(finite.min()), upper=float(finite.max()),
                 ))
         if classes is None:
@@ -240,15 +241,27 @@ class Schema:
         k = len(f.levels)
         return np.mod(np.rint(angle * k / (2 * math.pi)), k).astype(int)
 
+    def _require_finite(self, X: np.ndarray) -> None:
+        if not np.isfinite(X).all():
+            rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
+            raise DataError(f"dataset {self.dataset!r}: cannot decode non-finite encoded values (NaN / inf) in "
+                            f"{rows.size} rows, e.g. rows {rows[:5].tolist()}")
+
     def inverse_transform(self, X: np.ndarray) -> pd.DataFrame:
         """Decode encoded rows (n, n_encoded) to a DataFrame in original units and levels.
 
         Integer features are rounded; categoricals snap to the nearest level in phase.
+
+        Raises
+        ------
+        DataError
+            Wrong shape, or non-finite values (a diverged point has no original units).
         """
         X = np.asarray(X, dtype=float)
         if X.ndim != 2 or X.shape[1] != self.n_encoded:
             raise DataError(f"dataset {self.dataset!r}: expected encoded rows of width "
                             f"{self.n_encoded}, got shape {X.shape}")
+        self._require_finite(X)
         cols: dict[str, Any] = {}
         for f, sl in zip(self.features, self.slices().values(), strict=True):
             if f.kind == "numerical":
@@ -263,9 +276,11 @@ class Schema:
         """Project encoded rows onto valid points. Shape kept.
 
         Numerical features are clipped to the training range [lower, upper] (then rounded when
-        integer), categoricals become exact phase pairs of their nearest level.
+        integer), categoricals become exact phase pairs of their nearest level. Non-finite
+        values are an error (DataError), not clipped.
         """
         X = np.array(X, dtype=float)
+        self._require_finite(X)
         if X.ndim == 2 and X.shape[1] == self.n_encoded:
             lo, hi = self.encoded_bounds()
             num = [sl.start for f, sl in zip(self.features, self.slices().values(), strict=True)

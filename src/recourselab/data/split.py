@@ -33,10 +33,21 @@ def stratified_split(y: np.ndarray, seed: int, fractions: tuple[float, float, fl
                         "each class needs one row per split")
     idx = np.arange(len(y))
     f_train, f_val, f_test = fractions
-    rest, test = train_test_split(idx, test_size=f_test, stratify=y, random_state=seed)
-    train, val = train_test_split(rest, test_size=f_val / (f_train + f_val), stratify=y[rest],
-                                  random_state=seed + 1)
-    return {"train": np.sort(train), "val": np.sort(val), "test": np.sort(test)}
+    try:
+        rest, test = train_test_split(idx, test_size=f_test, stratify=y, random_state=seed)
+        train, val = train_test_split(rest, test_size=f_val / (f_train + f_val), stratify=y[rest],
+                                      random_state=seed + 1)
+    except ValueError as err:  # e.g. fewer test rows than classes
+        raise DataError(f"cannot stratify {len(y)} rows of {counts.size} classes into fractions {fractions}: "
+                        f"{err}") from err
+    splits = {"train": np.sort(train), "val": np.sort(val), "test": np.sort(test)}
+    for name, rows in splits.items():
+        missing = sorted(set(labels.tolist()) - set(np.unique(y[rows]).tolist()))
+        if missing:
+            raise DataError(f"the {name} split (seed {seed}) has no rows of class(es) {missing[:10]}: too few rows "
+                            f"of them ({ {python_scalar(lv): int(c) for lv, c in zip(labels, counts, strict=True)} })"
+                            " for a stratified split; every class needs rows in train, val and test")
+    return splits
 
 
 def stratified_subsample(y: np.ndarray, n: int | None, seed: int) -> np.ndarray:

@@ -42,7 +42,7 @@ def load_members(directory: str | Path, names: Sequence[str] | None = None) -> d
     if not path.is_file():
         raise DataError(f"no ensemble manifest at {path}; run the tune_ensemble stage first")
     entries = read_json(path)["members"]
-    names = list(entries) if names is None else list(names)
+    names = list(entries) if names is None else [names] if isinstance(names, str) else list(names)
     missing = [n for n in names if n not in entries]
     if missing:
         raise DataError(f"{path} has no members {missing}; it holds {list(entries)}")
@@ -59,5 +59,14 @@ def load_members(directory: str | Path, names: Sequence[str] | None = None) -> d
 
 def load_ensemble(directory: str | Path, names: Sequence[str] | None = None, *,
                   schema: Schema | None = None, budgets: dict[str, int] | None = None) -> BlackBox:
-    """A :class:`BlackBox` over the saved members in ``directory`` (all of them by default)."""
+    """A :class:`BlackBox` over the saved members in ``directory`` (all of them by default).
+
+    With a ``schema``, the manifest's dataset must be the schema's (members of another dataset
+    of the same width would otherwise answer silently).
+    """
+    if schema is not None:
+        saved = read_json(Path(directory) / MANIFEST).get("dataset") if (Path(directory) / MANIFEST).is_file() else None
+        if saved is not None and saved != schema.dataset:
+            raise DataError(f"the ensemble in {directory} was tuned on dataset {saved!r}, not on the schema's "
+                            f"{schema.dataset!r}")
     return BlackBox(load_members(directory, names), schema=schema, budgets=budgets)

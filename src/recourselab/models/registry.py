@@ -92,17 +92,28 @@ def _skops_save(est: Any, path: Path) -> Path:
     return path
 
 
-#: The only types a skops file may contain (checked before loading).
-SKOPS_TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.", "collections.", "scipy.sparse.")
+#: The only types beyond skops' own defaults that a model file may contain: exactly those the
+#: scikit-learn kinds of this zoo produce (kd / ball trees and their distance metrics for knn,
+#: Platt calibration for svm, trees for rf, optimizers for mlp). Exact names, not prefixes: a
+#: prefix such as "builtins." or "numpy." would let a crafted file call ``exec`` while loading.
+SKOPS_TRUSTED_TYPES = frozenset({
+    "sklearn.calibration._CalibratedClassifier", "sklearn.calibration._SigmoidCalibration",
+    "sklearn.neighbors._kd_tree.KDTree", "sklearn.neighbors._ball_tree.BallTree",
+    *(f"sklearn.metrics._dist_metrics.{m}Distance{b}" for m in ("Euclidean", "Manhattan", "Minkowski", "Chebyshev")
+      for b in ("64", "32")),
+    "sklearn.tree._tree.Tree",
+    "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
+    "sklearn.neural_network._stochastic_optimizers.SGDOptimizer",
+})
 
 
 def _skops_load(path: Path) -> Any:
     import skops.io as sio
 
     untrusted = sio.get_untrusted_types(file=path)
-    bad = [t for t in untrusted if not t.startswith(SKOPS_TRUSTED_PREFIXES)]
+    bad = sorted(t for t in untrusted if t not in SKOPS_TRUSTED_TYPES)
     if bad:
-        raise RecourselabError(f"{path} contains types outside the allow-list: {bad}")
+        raise RecourselabError(f"{path} contains types outside the allow-list: {bad}; it was not loaded")
     return sio.load(path, trusted=untrusted)
 
 
@@ -150,6 +161,8 @@ def _fit_mlp(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
 
     classes = np.arange(ctx.n_classes)
     max_epochs = est.max_iter
+    if isinstance(max_epochs, bool) or not isinstance(max_epochs, int) or max_epochs < 1:
+        raise RecourselabError(f"model 'mlp': max_iter must be an integer >= 1 (epochs), got {max_epochs!r}")
     rng = np.random.default_rng(ctx.seed)
     best, best_loss, best_epoch, since = None, np.inf, 0, 0
     with warnings.catch_warnings():
