@@ -60,7 +60,7 @@ def plot_trajectories(path: str | Path, X: np.ndarray, y: np.ndarray, trajectori
     ``factuals`` / ``counterfactuals`` (m, 2) mark the queries (o) and the reported
     counterfactuals (x); without them the paths' first and last points are marked. A path
     starts at its chosen (possibly jittered) start and ends before clamping and snapping;
-    dotted grey segments join the marks to the path ends where they differ.
+    dotted black segments join the marks to the path ends where they differ.
     """
     X, trajectories = np.asarray(X, dtype=float), np.asarray(trajectories, dtype=float)
     if X.ndim != 2 or X.shape[1] != 2 or trajectories.ndim != 3 or trajectories.shape[2] != 2:
@@ -79,7 +79,7 @@ def plot_trajectories(path: str | Path, X: np.ndarray, y: np.ndarray, trajectori
         end = path_i[-1] if counterfactuals is None else np.asarray(counterfactuals, dtype=float)[i]
         for mark, near in ((start, path_i[0]), (end, path_i[-1])):
             if not np.allclose(mark, near):
-                ax.plot(*np.column_stack([mark, near]), color="grey", lw=0.6, ls=":")
+                ax.plot(*np.column_stack([mark, near]), color="black", lw=0.9, ls=(0, (1, 1)))
         ax.scatter(*start, s=14, facecolors="none", edgecolors="black", lw=0.7)
         ax.scatter(*end, s=20, marker="x", color="black", lw=0.9)
     ax.set_aspect("equal", adjustable="datalim")
