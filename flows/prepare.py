@@ -39,7 +39,9 @@ def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path)
     The dataset is read and validated once, before any task runs or any file is written.
     """
     raw = load_dataset(dataset, params)
-    section = params.prepare.model_dump(mode="json")
+    # Each dataset's immutables reach the task through raw.fingerprint (its spec), so another
+    # dataset's prepare.immutable entry does not change this dataset's key or provenance.
+    section = params.prepare.model_dump(mode="json", exclude={"immutable"})
     code = code_fingerprint("flows.prepare", "recourselab.config", "recourselab.data", "recourselab.io")
     calls = [dict(dataset=dataset, seed=s, section=section, fingerprint=raw.fingerprint, code=code,
                   staging_root=str(Path(cache_root) / "artifacts"), raw=raw) for s in params.seeds]

@@ -36,7 +36,7 @@ STEP = "tune_ensemble"
 
 @task(name=STEP, task_run_name="tune_ensemble-{dataset}-seed={seed}-{model}",
       cache_policy=TASK_SOURCE + INPUTS - "prepared_dir")
-def tune_ensemble(*, dataset: str, seed: int, model: str, spec: dict[str, Any], section: dict[str, Any],
+def tune_ensemble(*, dataset: str, seed: int, model: str, spec: dict[str, Any], cv_folds: int,
                   upstream: str, code: str, staging_root: str, prepared_dir: str, n_threads: int,
                   device: str) -> dict[str, Any]:
     """Tune, refit and evaluate one model; stage its native file and ``<model>.json`` report."""
@@ -44,7 +44,7 @@ def tune_ensemble(*, dataset: str, seed: int, model: str, spec: dict[str, Any], 
     train, val, test = (Split(*prepared.arrays(s)) for s in ("train", "val", "test"))
     with limit_threads(n_threads):
         result = tune_model(model, spec["grid"], spec["fixed"], train=train, val=val, test=test, seed=seed,
-                            n_classes=prepared.schema.n_classes, folds=section["cv_folds"],
+                            n_classes=prepared.schema.n_classes, folds=cv_folds,
                             max_tune_rows=spec["max_tune_rows"], max_fit_rows=spec["max_fit_rows"],
                             n_threads=n_threads, device=device)
     report = {"model": model, "best_params": result.best_params, "cv_accuracy": result.cv_score,
@@ -82,7 +82,6 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
     Writes ``out_root/<dataset>/seed=<s>/{<model>.<ext>, <model>.json, manifest.json,
     metrics.json}`` and the over-seeds summary ``metrics_root/<dataset>/tune_ensemble.json``.
     """
-    section = params.tune_ensemble.model_dump(mode="json")
     n_threads = threads_per_task(params.orchestration.max_workers)
     code = code_fingerprint("flows.tune_ensemble", "recourselab.config", "recourselab.io", "recourselab.models",
                             "recourselab.data")
@@ -93,8 +92,9 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
         upstream = dir_fingerprint(prepared_dir)
         for model in tuned_models(params):
             spec = getattr(params.models, model).model_dump(mode="json")
-            calls.append(dict(dataset=dataset, seed=seed, model=model, spec=spec, section=section,
-                              upstream=upstream, code=code, staging_root=str(Path(cache_root) / "artifacts"),
+            calls.append(dict(dataset=dataset, seed=seed, model=model, spec=spec,
+                              cv_folds=params.tune_ensemble.cv_folds, upstream=upstream, code=code,
+                              staging_root=str(Path(cache_root) / "artifacts"),
                               prepared_dir=str(prepared_dir), n_threads=n_threads,
                               device=pick_device(slot) if model == "tabnet" else "cpu"))
             out_dirs.append(Path(out_root) / dataset / f"seed={seed}")

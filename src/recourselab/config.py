@@ -70,6 +70,13 @@ class DataParams(StrictModel):
     custom: dict[str, CustomDataset] = Field(default_factory=dict)
 
 
+def _builtin_immutables() -> dict[str, list[str]]:
+    """The built-in datasets' declared immutable features (dataset -> feature names)."""
+    from recourselab.data.registry import BUILTIN_DATASETS
+
+    return {name: list(spec.immutable) for name, spec in BUILTIN_DATASETS.items() if spec.immutable}
+
+
 class PrepareParams(StrictModel):
     """Settings of the ``prepare`` stage."""
 
@@ -80,12 +87,26 @@ class PrepareParams(StrictModel):
     max_rows: int | None = Field(
         default=None, ge=50, description="Stratified subsample of large datasets before splitting"
     )
+    immutable: dict[str, list[str]] = Field(
+        default_factory=_builtin_immutables,
+        description="dataset -> features no counterfactual may change; a dataset listed here gets exactly "
+        "this list (empty: none), one not listed keeps its declaration (built-in or data.custom)",
+    )
 
     @field_validator("split")
     @classmethod
     def _split_sums_to_one(cls, v: tuple[float, float, float]) -> tuple[float, float, float]:
         if any(p <= 0 for p in v) or abs(sum(v) - 1.0) > 1e-9:
             raise ValueError(f"split fractions must be positive and sum to 1, got {list(v)}")
+        return v
+
+    @field_validator("immutable")
+    @classmethod
+    def _immutable_distinct(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, features in v.items():
+            twice = sorted({f for f in features if features.count(f) > 1})
+            if twice:
+                raise ValueError(f"prepare.immutable.{name}: feature(s) {twice} listed twice")
         return v
 
 
@@ -464,6 +485,10 @@ class Params(StrictModel):
         for name in self.ablate.datasets:
             if name not in valid:
                 raise ValueError(f"ablate.datasets: unknown dataset {name!r}{_suggest(name, valid)}; "
+                                 f"valid datasets: {', '.join(valid)}")
+        for name in self.prepare.immutable:
+            if name not in valid:
+                raise ValueError(f"prepare.immutable: unknown dataset {name!r}{_suggest(name, valid)}; "
                                  f"valid datasets: {', '.join(valid)}")
         for name in self.train_flow.per_dataset:
             if name not in valid:

@@ -21,7 +21,7 @@ from recourselab.data import (
 )
 from recourselab.data.registry import DatasetSpec
 from recourselab.data.sources import ARTIFACTS, DATA_ENV, cache_dir
-from recourselab.errors import ChecksumError, DataError
+from recourselab.errors import ChecksumError, ConfigError, DataError
 from recourselab.io import sha256_file
 
 SPLIT = (0.6, 0.2, 0.2)
@@ -586,3 +586,38 @@ def test_validate_frame_infinite_value():
     frame = pd.DataFrame({"a": [1.0, np.inf, 3.0], "label": [0, 1, 0]})
     with pytest.raises(DataError, match=r"1 infinite value\(s\) in numerical column 'a' \(rows \[1\]\)"):
         validate_frame(frame, _spec())
+
+
+# ---------------------------------------------------------------------------- prepare.immutable
+def test_prepare_immutable_defaults_are_the_registry_declarations():
+    params = parse_params({})
+    assert params.prepare.immutable == {n: list(s.immutable) for n, s in BUILTIN_DATASETS.items() if s.immutable}
+    assert dataset_spec("compas", params) is BUILTIN_DATASETS["compas"]
+
+
+def test_prepare_immutable_replaces_the_declaration(params_factory, tmp_path):
+    params = _custom_params(params_factory, tmp_path)
+    params = params_factory(data=params.data.model_dump(mode="json"),
+                            prepare={"immutable": {"mine": ["age", "city"], "compas": []}})
+    assert dataset_spec("compas", params).immutable == ()
+    assert dataset_spec("adult", params).immutable == ("race", "sex", "native-country")  # not listed: kept
+    raw = load_dataset("mine", params)
+    schema = prepare_splits(raw, 0, SPLIT).schema
+    assert {f.name for f in schema.features if f.immutable} == {"age", "city"}  # "sex" no longer
+    assert schema.immutable_mask().sum() == 3  # age (1 column) + city (cos, sin)
+    default = load_dataset("mine", _custom_params(params_factory, tmp_path))
+    assert raw.fingerprint != default.fingerprint  # prepare's task key sees the change
+
+
+def test_prepare_immutable_bad_entries_name_the_problem(params_factory, tmp_path):
+    with pytest.raises(ConfigError, match=r"prepare.immutable: unknown dataset 'adultt' \(did you mean 'adult'"):
+        params_factory(prepare={"immutable": {"adultt": ["race"]}})
+    with pytest.raises(ConfigError, match=r"prepare.immutable.adult: feature\(s\) \['sex'\] listed twice"):
+        params_factory(prepare={"immutable": {"adult": ["sex", "race", "sex"]}})
+    params = _custom_params(params_factory, tmp_path)
+    params = params_factory(data=params.data.model_dump(mode="json"), prepare={"immutable": {"mine": ["agee"]}})
+    with pytest.raises(DataError, match=r"immutable column\(s\) \['agee'\] \(from prepare.immutable"):
+        load_dataset("mine", params)
+    params = params_factory(data=params.data.model_dump(mode="json"), prepare={"immutable": {"mine": ["id"]}})
+    with pytest.raises(DataError, match=r"immutable column\(s\) \['id'\] are not features"):
+        load_dataset("mine", params)

@@ -78,3 +78,19 @@ def test_vanished_staged_files_are_recomputed(tmp_path, params_factory, counting
     assert counting == [5, 5]
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
     assert result[0].files.keys() == {"schema.json", "test.parquet", "train.parquet", "val.parquet"}
+
+
+def test_immutables_of_another_dataset_keep_the_cache(tmp_path, params_factory, counting):
+    cache = tmp_path / "cache"
+    base = params_factory(datasets=["moons"], seeds=[4], prepare={"n_synthetic": 200}, orchestration=THREADS)
+    prepare_module.run_prepare("moons", base, tmp_path / "a", cache)
+    other = params_factory(datasets=["moons"], seeds=[4], orchestration=THREADS,
+                           prepare={"n_synthetic": 200, "immutable": {"adult": ["age"]}})
+    assert prepare_module.run_prepare("moons", other, tmp_path / "b", cache)[0].cached
+    own = params_factory(datasets=["moons"], seeds=[4], orchestration=THREADS,
+                         prepare={"n_synthetic": 200, "immutable": {"moons": ["x1"]}})
+    result = prepare_module.run_prepare("moons", own, tmp_path / "c", cache)
+    assert counting == [4, 4] and not result[0].cached
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    schema = Schema.load(tmp_path / "c" / "moons" / "seed=4" / "schema.json")
+    assert [f.name for f in schema.features if f.immutable] == ["x1"]

@@ -50,3 +50,17 @@ def test_tune_flow_writes_models_and_is_cached(tmp_path, params_factory, monkeyp
     second = tune_module.run_tune_ensemble(*args)
     assert len(calls) == 6, "a cache hit ran the task body"
     assert all(r.cached for r in second)
+
+    # Adding a member tunes only the new model; the others stay cache hits.
+    grown = params_factory(
+        datasets=["moons"], seeds=[0, 1], prepare={"n_synthetic": 300},
+        tune_ensemble={"members": ["knn", "xgboost", "rf"], "cv_folds": 2},
+        models={"lightgbm": {"grid": {}, "fixed": {"n_estimators": 30, "num_leaves": 7}},
+                "rf": {"grid": {}, "fixed": {"n_estimators": 20}}},
+        discover={"models": ["xgboost", "lightgbm"]},
+        orchestration={"task_runner": "thread", "max_workers": 2},
+    )
+    third = tune_module.run_tune_ensemble("moons", grown, *args[2:])
+    assert sorted(calls[6:]) == ["rf", "rf"], "adding a member re-tuned the others"
+    assert sum(not r.cached for r in third) == 2
+    assert read_json(seed_dir / "manifest.json")["ensemble"] == ["knn", "xgboost", "rf"]

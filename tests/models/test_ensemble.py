@@ -41,7 +41,7 @@ def test_an_ensemble_of_another_dataset_is_refused(saved, moons_schema):
 
     directory, _, _ = saved
     circles_like = dataclasses.replace(moons_schema, dataset="circles")  # same width, other data
-    with pytest.raises(DataError, match="tuned on dataset 'moons', not on the schema's 'circles'"):
+    with pytest.raises(DataError, match="tuned on dataset 'moons', not on the requested 'circles'"):
         load_ensemble(directory, schema=circles_like)
 
 

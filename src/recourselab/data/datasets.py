@@ -204,13 +204,19 @@ def _read_custom(name: str, decl: CustomDataset, params: Params) -> tuple[pd.Dat
 
 
 def dataset_spec(name: str, params: Params) -> DatasetSpec:
-    """The declaration of dataset ``name`` (built-in or ``data.custom``)."""
+    """The declaration of dataset ``name`` (built-in or ``data.custom``).
+
+    ``prepare.immutable[name]``, when present, replaces the declared immutable features.
+    """
     if name in params.data.custom:
-        return custom_spec(name, params.data.custom[name])
-    if name in BUILTIN_DATASETS:
-        return BUILTIN_DATASETS[name]
-    valid = sorted(BUILTIN_DATASETS) + sorted(params.data.custom)
-    raise DataError(f"unknown dataset {name!r}; valid datasets: {', '.join(valid)}")
+        spec = custom_spec(name, params.data.custom[name])
+    elif name in BUILTIN_DATASETS:
+        spec = BUILTIN_DATASETS[name]
+    else:
+        valid = sorted(BUILTIN_DATASETS) + sorted(params.data.custom)
+        raise DataError(f"unknown dataset {name!r}; valid datasets: {', '.join(valid)}")
+    immutable = tuple(params.prepare.immutable.get(name, spec.immutable))
+    return spec if immutable == spec.immutable else dataclasses.replace(spec, immutable=immutable)
 
 
 # ---------------------------------------------------------------------------- validation
@@ -230,7 +236,8 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
     for role, cols in declared.items():
         missing = [c for c in cols if c not in frame.columns]
         if missing:
-            raise DataError(f"dataset {name!r}: {role} column(s) {missing} not found in the file; "
+            where = " (from prepare.immutable or the dataset's declaration)" if role == "immutable" else ""
+            raise DataError(f"dataset {name!r}: {role} column(s) {missing}{where} not found in the file; "
                             f"available columns: {list(frame.columns)}")
     if spec.target in spec.drop:
         raise DataError(f"dataset {name!r}: the target {spec.target!r} is listed under drop")

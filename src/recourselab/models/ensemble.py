@@ -35,13 +35,22 @@ def write_manifest(directory: str | Path, members: dict[str, dict[str, Any]], **
     return write_json(Path(directory) / MANIFEST, {**meta, "members": members})
 
 
-def load_members(directory: str | Path, names: Sequence[str] | None = None) -> dict[str, FittedModel]:
-    """Load (a subset of) the members listed in ``directory/manifest.json``, sha256-verified."""
+def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
+                 dataset: str | None = None) -> dict[str, FittedModel]:
+    """Load (a subset of) the members listed in ``directory/manifest.json``, sha256-verified.
+
+    With a ``dataset``, the manifest must record that dataset (members of another dataset of the
+    same width would otherwise answer silently).
+    """
     directory = Path(directory)
     path = directory / MANIFEST
     if not path.is_file():
         raise DataError(f"no ensemble manifest at {path}; run the tune_ensemble stage first")
-    entries = read_json(path)["members"]
+    manifest = read_json(path)
+    saved = manifest.get("dataset")
+    if dataset is not None and saved is not None and saved != dataset:
+        raise DataError(f"the ensemble in {directory} was tuned on dataset {saved!r}, not on the requested {dataset!r}")
+    entries = manifest["members"]
     names = list(entries) if names is None else [names] if isinstance(names, str) else list(names)
     missing = [n for n in names if n not in entries]
     if missing:
@@ -61,12 +70,7 @@ def load_ensemble(directory: str | Path, names: Sequence[str] | None = None, *,
                   schema: Schema | None = None, budgets: dict[str, int] | None = None) -> BlackBox:
     """A :class:`BlackBox` over the saved members in ``directory`` (all of them by default).
 
-    With a ``schema``, the manifest's dataset must be the schema's (members of another dataset
-    of the same width would otherwise answer silently).
+    With a ``schema``, the manifest's dataset must be the schema's (see :func:`load_members`).
     """
-    if schema is not None:
-        saved = read_json(Path(directory) / MANIFEST).get("dataset") if (Path(directory) / MANIFEST).is_file() else None
-        if saved is not None and saved != schema.dataset:
-            raise DataError(f"the ensemble in {directory} was tuned on dataset {saved!r}, not on the schema's "
-                            f"{schema.dataset!r}")
-    return BlackBox(load_members(directory, names), schema=schema, budgets=budgets)
+    members = load_members(directory, names, dataset=None if schema is None else schema.dataset)
+    return BlackBox(members, schema=schema, budgets=budgets)
