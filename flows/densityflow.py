@@ -101,7 +101,7 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
             model.fit(X, y, checkpoint_dir=checkpoints)
             score = None
             if box is not None:
-                q = query_set(box.query(Xv, budget="selection"), yv, 400)
+                q = query_set(box.query(Xv, budget="selection"), yv, 400, seed=seed)
                 res = model.generate(Xv[q], target=_flip(yv[q], prepared.schema.n_classes))
                 score = validity_metrics(box.query(res.counterfactuals, budget="selection"), res.target)[
                     "mean_per_model"]
@@ -152,11 +152,11 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         model.with_settings(n_starts=section["n_starts"], jitter=section["jitter"])
         box = _ensemble(ensemble_dir, schema, members)
         test_out = box.query(Xte, budget="evaluation")
-        q = query_set(test_out, yte, section["max_queries"])
+        q = query_set(test_out, yte, section["max_queries"], seed=seed)
         res = model.generate(Xte[q], target=_flip(yte[q], schema.n_classes))
         out = box.query(res.counterfactuals, budget="evaluation")
         X, y = prepared.arrays("train")
-        plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, seed=seed),
+        plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, reference=(Xte, yte), seed=seed),
                      **ensemble_uncertainty(out, res.target), "rq2": _rq2(model, test_out, Xte, yte, seed)}
         paths = path_ends = None
         if Xte.shape[1] == 2:  # a separate solve for the figure: the counterfactuals above stay as they are

@@ -17,6 +17,7 @@ from recourselab.discover.metrics import (
     sw2_reference,
     w2_reference,
 )
+from recourselab.errors import DataError
 
 
 def test_ot_metrics_vanish_on_identical_samples_and_are_seeded():
@@ -39,6 +40,8 @@ def test_blocked_mmd_equals_the_dense_formula():
     dense = k(X, X).mean() + k(Y, Y).mean() - 2 * k(X, Y).mean()
     assert abs(mmd2(X, Y, block=5) - dense) < 1e-12
     assert mmd2(X, X) == 0.0
+    with pytest.raises(DataError, match="MMD\\^2 needs rows in both samples, got 0 and 41"):
+        mmd2(X[:0], Y)  # was a ZeroDivisionError
 
 
 def test_ares_cost_counts_bins_and_categorical_changes(toy):

@@ -31,6 +31,20 @@ def test_counterfactuals_inside_their_target_class_are_inliers_and_far_ones_are_
     assert half == {"lof_inlier_rate": 0.5, "iforest_inlier_rate": 0.5}
 
 
+def test_reference_rates_are_those_of_real_rows_weighted_like_the_targets():
+    X, y = _two_blobs()
+    ref_X = np.array([[3.0, 3.0], [40.0, 40.0], [-3.0, -3.0], [-3.0, -3.1]])  # class 1: one inlier of two
+    ref_y = np.array([1, 1, 0, 0])                                            # class 0: two of two
+    target = np.array([1, 1, 1, 0])  # 3/4 of the counterfactuals target class 1
+    cf = np.array([[3.0, 3.0], [3.1, 2.9], [2.9, 3.0], [-3.0, -3.0]])
+    out = inlier_rates(cf, target, X, y, reference=(ref_X, ref_y))
+    assert out["lof_inlier_rate"] == 1.0
+    assert out["lof_inlier_rate_real"] == pytest.approx(0.75 * 0.5 + 0.25 * 1.0)
+    assert out["iforest_inlier_rate_real"] == pytest.approx(0.75 * 0.5 + 0.25 * 1.0)
+    only_one = inlier_rates(cf, target, X, y, reference=(ref_X[:2], ref_y[:2]))  # no real row of class 0
+    assert math.isnan(only_one["lof_inlier_rate_real"])
+
+
 def test_inlier_rates_reject_mismatched_inputs_and_tiny_classes():
     X, y = _two_blobs()
     with pytest.raises(DataError, match="3 counterfactuals but 2 targets"):
@@ -61,3 +75,15 @@ def test_rq2_spearman_of_monotone_data_is_one_with_a_bootstrap_interval():
         density_variance_spearman(density, variance, n_boot=50, seed=3)
     with pytest.raises(DataError, match="same length"):
         density_variance_spearman(density, variance[:10])
+
+
+def test_rq2_leaves_out_non_finite_pairs_and_needs_three():
+    density = np.arange(10.0)
+    variance = -density
+    variance[4] = np.nan  # left out: rho of the other nine, not NaN beside a finite CI
+    out = density_variance_spearman(density, variance, n_boot=100)
+    assert out["n"] == 9 and out["rho"] == pytest.approx(1.0) and out["ci_low"] == pytest.approx(1.0)
+    tiny = density_variance_spearman(np.array([0.0, 1.0]), np.array([1.0, 0.0]), n_boot=100)
+    assert tiny["n"] == 2 and all(math.isnan(tiny[k]) for k in ("rho", "ci_low", "ci_high"))
+    constant = density_variance_spearman(density, np.ones(10), n_boot=100)
+    assert math.isnan(constant["rho"]) and math.isnan(constant["ci_low"])

@@ -29,7 +29,27 @@ def test_query_set_keeps_rows_every_member_gets_right_up_to_the_cap():
     out = _output([[1, 0, 1, 1, 0], [1, 0, 0, 1, 0]])
     y = np.array([1, 0, 1, 1, 1])
     assert query_set(out, y, 10).tolist() == [0, 1, 3]
-    assert query_set(out, y, 2).tolist() == [0, 1]
+    # Over the cap: a seeded random subset of the eligible rows, ascending, not the first rows.
+    picks = {tuple(query_set(out, y, 2, seed=s).tolist()) for s in range(20)}
+    assert picks == {(0, 1), (0, 3), (1, 3)}
+    assert query_set(out, y, 2, seed=5).tolist() == query_set(out, y, 2, seed=5).tolist()
+
+
+def test_query_set_does_not_depend_on_row_order():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 1000)
+    out = _output([labels, labels])
+    rows = query_set(out, labels, 100, seed=1)
+    assert len(rows) == 100 and np.all(np.diff(rows) > 0)
+    assert rows.max() > 500  # drawn from the whole file, not its first 100 rows
+
+
+def test_majority_is_strict_and_a_tie_is_not_valid():
+    out = _output([[1, 1, 0], [0, 1, 0]])  # two members: row 0 is a 1-1 tie
+    assert validity_metrics(out, np.array([1, 1, 0]))["majority"] == pytest.approx(2 / 3)  # rows 1, 2
+    assert validity_metrics(out, np.array([0, 1, 0]))["majority"] == pytest.approx(2 / 3)  # same tie, other target
+    three = EnsembleOutput(("a", "b", "c"), np.eye(3)[[[2], [0], [1]]])  # three classes, one vote each
+    assert validity_metrics(three, np.array([2]))["majority"] == 0.0
 
 
 def test_summarize_seeds_means_nested_metrics_and_tolerates_missing_ones():
@@ -40,7 +60,10 @@ def test_summarize_seeds_means_nested_metrics_and_tolerates_missing_ones():
     }
     s = summarize_seeds(per_seed)
     assert s["seeds"] == [0, 1, 2] and set(s["per_seed"]) == {"0", "1", "2"}
-    assert s["summary"]["a"] == {"mean": 3.0, "std": pytest.approx(2.0)}  # sample std (ddof 1) of 1, 3, 5
+    assert s["summary"]["a"] == {"mean": 3.0, "std": pytest.approx(2.0), "n": 3}  # sample std (ddof 1) of 1, 3, 5
     assert s["summary"]["nested.b"]["mean"] == 4.0
-    assert s["summary"]["first"] == {"mean": 8.0, "std": pytest.approx(2 ** 0.5)}  # None in seed 0: seeds 1, 2
+    # None in seed 0 (e.g. a NaN stored as JSON null): seeds 1, 2, and n says so
+    assert s["summary"]["first"] == {"mean": 8.0, "std": pytest.approx(2 ** 0.5), "n": 2}
+    numpy = summarize_seeds({0: {"k": np.int64(2), "f": np.float32(0.5)}, 1: {"k": np.int64(4), "f": np.float32(1.5)}})
+    assert numpy["summary"]["k"]["mean"] == 3.0 and numpy["summary"]["f"]["mean"] == 1.0
     assert "flag" not in s["summary"] and "name" not in s["summary"]  # bools and strings are not averaged

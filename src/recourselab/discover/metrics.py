@@ -24,6 +24,7 @@ import numpy as np
 
 from recourselab.data.schema import Schema
 from recourselab.discover.ot import random_directions, sliced_wasserstein_sq, wasserstein_1d_sq
+from recourselab.errors import DataError
 
 
 def ot_x(X: np.ndarray, factuals: np.ndarray, *, n_projections: int = 5000, delta: float = 0.1,
@@ -104,6 +105,8 @@ def mmd2(X: np.ndarray, Y: np.ndarray, *, sigma: float = 1.0, block: int = 1024)
     """Biased MMD^2 with kernel exp(-||x - y||^2 / (2 sigma^2)); blocks of ``block`` rows."""
     gamma = 1.0 / (2.0 * sigma ** 2)
     n, m = len(X), len(Y)
+    if n == 0 or m == 0:
+        raise DataError(f"MMD^2 needs rows in both samples, got {n} and {m}")
     block = max(1, min(block, 4_000_000 // max(n, m, 1)))
     xx = _kernel_sum(X, X, gamma, block) / n ** 2
     yy = _kernel_sum(Y, Y, gamma, block) / m ** 2

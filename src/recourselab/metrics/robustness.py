@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import statistics
 from collections.abc import Mapping
 from typing import Any
@@ -11,10 +12,16 @@ import numpy as np
 from recourselab.models.oracle import EnsembleOutput
 
 
-def query_set(output: EnsembleOutput, y: np.ndarray, cap: int) -> np.ndarray:
-    """Indices (at most ``cap``, in order) of rows that every member classifies correctly."""
-    correct = (output.member_labels == np.asarray(y)[None, :]).all(axis=0)
-    return np.flatnonzero(correct)[:cap]
+def query_set(output: EnsembleOutput, y: np.ndarray, cap: int, *, seed: int = 0) -> np.ndarray:
+    """Indices of rows that every member classifies correctly, in ascending order.
+
+    When more than ``cap`` rows qualify, ``cap`` of them are drawn at random (``seed``), so the
+    set does not depend on the file's row order.
+    """
+    correct = np.flatnonzero((output.member_labels == np.asarray(y)[None, :]).all(axis=0))
+    if len(correct) <= cap:
+        return correct
+    return np.sort(np.random.default_rng(seed).choice(correct, cap, replace=False))
 
 
 def validity_metrics(output: EnsembleOutput, target: np.ndarray) -> dict[str, Any]:
@@ -22,14 +29,15 @@ def validity_metrics(output: EnsembleOutput, target: np.ndarray) -> dict[str, An
 
     Returns ``per_model`` (name -> fraction labelled ``target``), ``mean_per_model`` (the
     paper's headline: mean of the per-model rates), ``unanimous`` (all members) and
-    ``majority`` (most frequent member label) validity.
+    ``majority`` (a strict majority of the members, more than half; a tie is not valid) validity.
     """
     target = np.asarray(target)
-    per_model = (output.member_labels == target[None, :]).mean(axis=1)
+    hits = output.member_labels == target[None, :]  # (M, n)
+    per_model = hits.mean(axis=1)
     return {"per_model": {n: float(v) for n, v in zip(output.member_names, per_model, strict=True)},
             "mean_per_model": float(per_model.mean()),
-            "unanimous": float((output.unanimous == target).mean()),
-            "majority": float((output.majority == target).mean())}
+            "unanimous": float(hits.all(axis=0).mean()),
+            "majority": float((2 * hits.sum(axis=0) > len(hits)).mean())}
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
@@ -38,21 +46,22 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
             out.update(_flatten(v, f"{key}."))
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        elif isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)):
             out[key] = float(v)
     return out
 
 
 def summarize_seeds(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
-    """Mean and sample standard deviation (ddof 1) over seeds of every numeric (possibly nested) metric.
+    """Mean, sample standard deviation (ddof 1) and count ``n`` over seeds of every numeric (possibly nested) metric.
 
-    A metric missing or None in some seeds (e.g. an iteration that never happened) is
-    summarised over the seeds that have it.
+    A metric missing or None in some seeds (e.g. an iteration that never happened, or a NaN
+    that JSON stored as null) is summarised over the seeds that have it; ``n`` says how many.
     """
     flat = {s: _flatten(m) for s, m in per_seed.items()}
     keys = dict.fromkeys(k for f in flat.values() for k in f)
     summary = {}
     for k in keys:
         values = [flat[s][k] for s in flat if k in flat[s]]
-        summary[k] = {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+        summary[k] = {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                      "n": len(values)}
     return {"seeds": sorted(per_seed), "per_seed": {str(s): dict(m) for s, m in per_seed.items()}, "summary": summary}
