@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from recourselab.config import (
     DEFAULT_DATASETS,
@@ -45,9 +46,9 @@ def test_parse_none_and_empty_give_defaults():
 
 def test_params_are_frozen():
     p = Params()
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(ValidationError, match="frozen"):
         p.seeds = [5]  # type: ignore[misc]
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(ValidationError, match="frozen"):
         p.prepare.n_synthetic = 10  # type: ignore[misc]
 
 

@@ -68,6 +68,9 @@ def test_distillation_never_exceeds_its_budget_and_counts_exactly(moons, ensembl
     assert flow.distill(ensemble, X, y, budget=100, budget_name="tight") == 5
     assert ensemble.used("tight") == 5
     assert flow.queries_used_ == 42  # the model's total over both calls (saved with it)
+    before = ensemble.used("distill")
+    assert flow.distill(ensemble, X, y, budget=1000) == 64  # a budget above the schedule: exactly 4 x 2 x 8
+    assert ensemble.used("distill") - before == 64 and flow.queries_used_ == 106
     with pytest.raises(QueryBudgetExceeded):
         ensemble.query(X[:1], budget="tight")
 

@@ -27,6 +27,8 @@ def test_ucl_is_at_least_the_empirical_trimmed_distance(n, delta):
         ucl = ucl_w2(a, b, delta, 0.05)
         assert ucl >= wasserstein_1d_sq(a, b, delta, presorted=True) - 1e-12
         assert ucl >= 0
+    # the tight case: between two point masses every band gap is |c1 - c2|, so UCL = W^2 exactly
+    assert ucl_w2(np.full(n, 1.5), np.full(n, -0.25), delta, 0.05) == pytest.approx(1.75 ** 2, abs=1e-12)
 
 
 def test_ucl_of_identical_samples_is_the_band_floor_and_shrinks_with_n():

@@ -17,6 +17,7 @@ from recourselab.discover.metrics import (
     sw2_reference,
     w2_reference,
 )
+from recourselab.discover.ot import random_directions, sliced_wasserstein_sq
 from recourselab.errors import DataError
 
 
@@ -24,8 +25,12 @@ def test_ot_metrics_vanish_on_identical_samples_and_are_seeded():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 4))
     assert ot_x(X, X, n_projections=200) == 0.0
-    Y = X + 0.5
-    assert ot_x(Y, X, n_projections=300, seed=1) == ot_x(Y, X, n_projections=300, seed=1) > 0
+    Y = X * np.array([2.0, 1.0, 0.5, 1.0])  # anisotropic: the value depends on the directions drawn
+    one = ot_x(Y, X, n_projections=300, seed=1)
+    assert one == ot_x(Y, X, n_projections=300, seed=1) > 0
+    assert one != ot_x(Y, X, n_projections=300, seed=2)
+    theta = random_directions(4, 300, np.random.default_rng([1, 5000]))  # the seed picks these directions
+    assert one == pytest.approx(sliced_wasserstein_sq(Y, X, theta, 0.1), abs=1e-12)
     assert ot_y(np.full(10, 0.5), np.full(10, 0.5)) == 0.0
     assert abs(ot_y(np.full(10, 0.5), np.ones(10)) - 0.25) < 1e-12
 

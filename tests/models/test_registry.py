@@ -102,6 +102,13 @@ def test_mlp_early_stopping_restores_the_best_validation_epoch(moons_small):
     est = model.estimator
     assert 1 <= est.best_epoch_ <= est.n_epochs_ <= 40
     assert est.n_epochs_ == 40 or est.n_epochs_ - est.best_epoch_ == 10  # ran out, or patience 10 spent
+    # A run that stops on patience returns the best epoch's weights: the same as a run that ends there.
+    spec = {"hidden_layer_sizes": [16], "max_iter": 300, "learning_rate_init": 0.05}
+    stopped = fit_model("mlp", spec, train.X, train.y, _ctx(val)).estimator
+    assert stopped.n_epochs_ - stopped.best_epoch_ == 10 and stopped.n_epochs_ < 300
+    ends = fit_model("mlp", {**spec, "max_iter": stopped.best_epoch_}, train.X, train.y, _ctx(val)).estimator
+    assert ends.n_epochs_ == ends.best_epoch_ == stopped.best_epoch_
+    np.testing.assert_array_equal(stopped.predict_proba(val.X), ends.predict_proba(val.X))
 
 
 def test_mlp_needs_at_least_one_epoch(moons_small):

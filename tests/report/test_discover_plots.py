@@ -120,3 +120,36 @@ def test_trajectory_marks_the_first_certified_iterate_and_rejects_bad_logs(run, 
     with pytest.raises(DataError, match="thresholds must be positive"):
         plot_trajectory(tmp_path / "bad.png", result.log, U_x=0.0, U_y=1.0)
     assert not (tmp_path / "bad.png").exists()
+
+
+@pytest.fixture()
+def drawn(monkeypatch):
+    """Figures handed to the writer, kept for inspection (the file is still written)."""
+    from recourselab.report import discover_plots
+
+    figures = []
+    original = discover_plots._save
+    monkeypatch.setattr(discover_plots, "_save", lambda fig, path: figures.append(fig) or original(fig, path))
+    return figures
+
+
+def test_heatmap_draws_the_rows_with_the_largest_total_score(run, tmp_path, drawn):
+    _, result = run
+    q = result.row_scores
+    plot_row_scores(tmp_path / "q.png", q, selected=result.log["rows"].tolist(), max_rows=10)
+    image = drawn[-1].axes[0].images[0].get_array()
+    top = np.sort(np.argsort(-q.sum(axis=0), kind="stable")[:10])
+    assert image.shape == (10, len(q))
+    np.testing.assert_array_equal(np.asarray(image), q[:, top].T)
+
+
+def test_trajectory_lines_sit_at_the_first_certified_and_returned_iterates(run, tmp_path, drawn):
+    _, result = run
+    log = result.log.copy()
+    log["feasible"] = log["iteration"] >= 3  # certified from iteration 3 on (edited rows there)
+    log.loc[log["iteration"] < 3, "edited_rows"] = 0
+    log.loc[log["iteration"] >= 3, "edited_rows"] = 2
+    plot_trajectory(tmp_path / "t.png", log, U_x=1.0, U_y=1.0, returned=5)
+    top = drawn[-1].axes[0]
+    lines = {ln.get_label(): ln.get_xdata()[0] for ln in top.lines if ln.get_label() in ("first certified", "returned")}
+    assert lines == {"first certified": 3.0, "returned": 5.0}
