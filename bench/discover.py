@@ -82,8 +82,9 @@ PAPER_BUDGET = {"max_iter": 100, "trials": 200, "h": 3, "step": 0.1}  # the rele
 STOP_CERTIFIED = {"stop": "certified"}  # default settings, stop at the first certified edited iterate
 SEARCH_X5 = {"trials": 1000, "max_iter": 300}  # 5x the default proposals per iteration, 3x the iterations
 ETA_R = (0.8, 0.7, 0.6)  # lower upper ends of the eta interval: the input term keeps a weight while OT(y) is violated
+RESAMPLE = {"resample_directions": True}  # fresh N directions per iteration: the search cannot fit one fixed set
 CONFIGS = (("default", {}), ("paper_budget", PAPER_BUDGET), ("stop_certified", STOP_CERTIFIED),
-           *((f"eta_r_{r}", {"eta_r": r}) for r in ETA_R))
+           *((f"eta_r_{r}", {"eta_r": r}) for r in ETA_R), ("resample_directions", RESAMPLE))
 REFERENCE = {"n_projections": 10, "max_iter": 20, "trials": 10, "top_k": 3, "h": 3, "step": 0.1}
 N_FACTUALS = 50
 DCE_LR = (0.05, 0.2, 1.0)  # DCE's default step size and two larger ones (its gradients vanish where the MLP saturates)
@@ -267,6 +268,7 @@ def main() -> None:
     results |= {"units": "squared Wasserstein-2 (SW^2, W^2) in the encoded space; seconds",
                 "target": TARGET.to_dict(), "n_factuals": N_FACTUALS, "cpu_count": os.cpu_count(),
                 "paper_budget": PAPER_BUDGET, "stop_certified": STOP_CERTIFIED, "search_x5": SEARCH_X5,
+                "resample_directions": RESAMPLE,
                 "eta_r": list(ETA_R),
                 "matched_ot_y": {ds: matched_ot_y(ds) for ds in DATASETS}}
     if "speed" in parts:

@@ -72,7 +72,7 @@ def test_unknown_solver_key_lists_the_solver_keys():
         parse_params({"discover": {"solver": {"top_kk": 3}}})
     msg = str(info.value)
     assert "unknown key 'discover.solver.top_kk' in section 'discover.solver' (did you mean 'top_k'?)" in msg
-    assert "valid keys: n_projections, top_k, h, trials, max_iter, strategy" in msg
+    assert "valid keys: n_projections, resample_directions, top_k, h, trials, max_iter, strategy" in msg
 
 
 def test_tiny_profile_keeps_the_e2e_run_small():

@@ -329,6 +329,7 @@ class DiscoverSolverParams(StrictModel):
     """
 
     n_projections: int = Field(default=10, ge=1, description="N, random directions of the sliced objective")
+    resample_directions: bool = Field(default=False, description="fresh N directions at every iteration")
     top_k: int = Field(default=3, ge=1, description="k, rows editable per outer iteration (top-k by q_i)")
     h: int = Field(default=1, ge=1, description="features edited per selected row and candidate")
     trials: int = Field(default=200, ge=1, description="M, candidates per outer iteration")

@@ -17,6 +17,7 @@ from recourselab.discover import (
 )
 from recourselab.discover.certify import eta_rule, first_certified
 from recourselab.discover.ot import match, random_directions, trim_weights
+from recourselab.discover.solver import directions_at
 from recourselab.errors import ConfigError, DataError
 
 pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
@@ -38,10 +39,12 @@ class _nullcontext:
         return False
 
 
-def _objective(toy, X, eta, settings: DiscoverSettings):
-    """Q(X; eta) recomputed from scratch (sorted matchings), independent of the solver."""
+def _objective(toy, X, eta, settings: DiscoverSettings, theta=None):
+    """Q(X; eta) recomputed from scratch (sorted matchings), independent of the solver; ``theta``:
+    the directions (default: the run's fixed set)."""
     n, d = X.shape
-    theta = random_directions(d, settings.n_projections, np.random.default_rng([settings.seed, 0]))
+    if theta is None:
+        theta = random_directions(d, settings.n_projections, np.random.default_rng([settings.seed, 0]))
     ystar = TARGET.values(n)
     ref_x = np.sort((toy.factuals @ theta.T).T, axis=1)
     y = toy.model.predict_proba(X)[:, 1]
@@ -345,3 +348,33 @@ def test_eta_rule_and_confidence_limits_are_wired_through_the_iterations(toy):
         left, right = step.left, step.right  # the narrowed interval is carried to the next iteration
     # the certificates bound the solver's own (N-direction, trimmed) distances
     assert (log["UCL_x"] >= log["OT_x"]).all() and (log["UCL_y"] >= log["OT_y"]).all()
+
+
+def test_resampled_directions_are_fresh_per_iteration_seeded_and_off_by_default():
+    fixed, fresh = DiscoverSettings(), DiscoverSettings(resample_directions=True)
+    first = random_directions(5, 10, np.random.default_rng([0, 0]))
+    assert all(np.array_equal(directions_at(5, fixed, t), first) for t in (0, 1, 7))
+    assert np.array_equal(directions_at(5, fresh, 0), first)  # the first iteration keeps the run's set
+    sets = [directions_at(5, fresh, t) for t in (1, 2, 3)]
+    assert not any(np.allclose(a, b) for i, a in enumerate([first, *sets]) for b in sets[i:] if a is not b)
+    assert np.array_equal(directions_at(5, fresh, 2), sets[1])  # seeded: the same set again
+    assert np.allclose(np.linalg.norm(sets[0], axis=1), 1.0)
+
+
+def test_resampled_runs_score_each_iterate_on_its_own_directions(toy):
+    # unreachable budgets and a fixed eta: the last iterate is returned and can be rechecked
+    kw = dict(eta_l=0.6, eta_r=0.6, kappa=0.0, max_iter=10, patience=100, trials=4, U_x=1e-6, U_y=1e-6,
+              expect_warning=True)
+    res = _run(toy, resample_directions=True, **kw)
+    log, s = res.log, DiscoverSettings(resample_directions=True)
+    last = int(log["iteration"].iloc[-1])
+    assert res.iteration == last and log["accepted"].sum() >= 3
+    theta = directions_at(toy.factuals.shape[1], s, last)
+    assert abs(_objective(toy, res.counterfactuals, 0.6, s, theta) - log["Q"].iloc[-1]) < 1e-12
+    assert abs(_objective(toy, res.counterfactuals, 0.6, s) - log["Q"].iloc[-1]) > 1e-9  # not the fixed set
+    # within an iteration the no-op candidate still bounds the selection
+    assert (log["Q_selected"] <= log["Q"] + 1e-12).all()
+    again = _run(toy, resample_directions=True, **kw)
+    pd.testing.assert_frame_equal(log, again.log)
+    assert np.array_equal(res.counterfactuals, again.counterfactuals)
+    assert not np.array_equal(res.counterfactuals, _run(toy, **kw).counterfactuals)

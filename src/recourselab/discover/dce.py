@@ -33,6 +33,7 @@ from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.solver import (
     DiscoverResult,
     NotCertifiedWarning,
+    directions_at,
     original_frame,
     prepare_run,
     result_metrics,
@@ -159,6 +160,9 @@ class DCE:
         records, kept = [], {}
         eta = left
         for t in range(s.max_iter + 1):
+            if t > 0 and s.resample_directions:
+                theta = directions_at(d, s, t)
+                ref_x, theta_t = np.sort((Xf @ theta.T).T, axis=1), torch.as_tensor(theta)
             y = self._scores(X)
             m = match(X @ theta.T, ref_x, y, ref_y, w)
             _, qx, qy = m.objective(0.0)
@@ -193,6 +197,8 @@ class DCE:
         best = min(scored, key=lambda t: (scored[t], t)) if scored else len(records) - 1
         Xs = snap_rows(kept.get(best, X), Xf, self.schema, space)
         ys = self._scores(Xs)
+        theta = directions_at(d, s, best)  # recheck on the returned iterate's own directions
+        ref_x = np.sort((Xf @ theta.T).T, axis=1)
         ms = match(Xs @ theta.T, ref_x, ys, ref_y, w)
         _, qx, qy = ms.objective(0.0)
         rec = {"iteration": best, "eta": records[best]["eta"], "OT_x": qx, "OT_y": qy,

@@ -58,7 +58,12 @@ class DiscoverSettings:
     Search budget
     -------------
     n_projections : N, number of random unit directions of the sliced objective (drawn once
-        per run from ``seed``). Default 10.
+        per run from ``seed``, or per iteration with ``resample_directions``). Default 10.
+    resample_directions : draw a fresh set of N directions at every outer iteration (seeded by
+        ``seed`` and the iteration) instead of one set per run. With one fixed set the search
+        can fit those N projections while the many-direction OT(x) grows; fresh sets make each
+        iteration's objective and UCL_x an unbiased look at the full sliced distance. Default
+        False (one set, as DCE and the released code).
     top_k : k, rows editable per outer iteration (the top-k rows by row score q_i). Default 3.
     h : features edited per selected row and candidate (a categorical counts as one feature).
         Default 1 (one feature per row and candidate: the cheapest moves in OT(x)).
@@ -150,6 +155,7 @@ class DiscoverSettings:
     """
 
     n_projections: int = 10
+    resample_directions: bool = False
     top_k: int = 3
     h: int = 1
     trials: int = 200

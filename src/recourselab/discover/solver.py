@@ -16,6 +16,10 @@ One outer iteration on the current iterate X (n, d):
    iteration's eta never increases;
 5. the arg-min is applied (ties keep X).
 
+With ``resample_directions`` the N directions are drawn afresh at every iteration (the
+projections and matchings are then recomputed once per iteration), so the search cannot fit
+one fixed set of N projections.
+
 The run stops after ``max_iter`` iterations or when the iterate is certified feasible and Q
 has stalled for ``patience`` iterations (``stop="stalled"``), or at the first certified edited
 iterate (``stop="certified"``). It returns the best feasible edited iterate (min Q
@@ -186,12 +190,20 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
     n, d = Xf.shape
     yf = scores(Xf)
     tgt, ystar = resolve_target(target, n, yf)
-    theta = random_directions(d, s.n_projections, np.random.default_rng([s.seed, 0]))
+    theta = directions_at(d, s, 0)
     ref_x, ref_y = np.sort((Xf @ theta.T).T, axis=1), np.sort(ystar)
     U_x = s.U_x if s.U_x is not None else ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin)
     U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
     return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
                     ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y))
+
+
+def directions_at(d: int, s: DiscoverSettings, t: int) -> np.ndarray:
+    """The N directions (N, d) of outer iteration ``t``: the run's one set (from ``seed``), or with
+    ``resample_directions`` a fresh set for every iteration after the first (from ``seed`` and ``t``)."""
+    if t == 0 or not s.resample_directions:
+        return random_directions(d, s.n_projections, np.random.default_rng([s.seed, 0]))
+    return random_directions(d, s.n_projections, np.random.default_rng([s.seed, 2, t]))
 
 
 class _Objective:
@@ -382,6 +394,10 @@ class Discover:
         eta = left
         m = None
         for t in range(s.max_iter + 1):
+            if t > 0 and s.resample_directions:  # fresh directions: the old sort orders do not carry over
+                theta = directions_at(d, s, t)
+                ref_x = np.sort((Xf @ theta.T).T, axis=1)
+                obj.theta, obj.ref_x, P, m = theta, ref_x, X @ theta.T, None
             m = match(P, ref_x, y, ref_y, w, previous=m)
             all_rows = np.arange(min(k, n))
             qx, qy = obj.current(m, all_rows, P, y)
