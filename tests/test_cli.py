@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -58,3 +60,13 @@ def test_relative_path_options_are_read_from_the_callers_folder(tmp_path):
     assert cli.absolute_path_args(argv, tmp_path) == [
         "--dataset", "moons", "--params", str(tmp_path / "my.yaml"), f"--out={tmp_path / 'out'}",
         "--prepared", "/abs/prepared", "-v"]
+
+
+def test_pipeline_env_creates_the_prefect_home_on_a_fresh_checkout(monkeypatch, tmp_path):
+    from recourselab.cli import pipeline_env
+
+    monkeypatch.delenv("PREFECT_HOME", raising=False)
+    env = pipeline_env(tmp_path)
+    home = tmp_path / ".recourselab" / "prefect"
+    assert env["PREFECT_HOME"] == str(home) and home.is_dir()
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)

@@ -71,13 +71,16 @@ def run_stage(name: str, argv: list[str]) -> int:
 
 
 def pipeline_env(root: Path) -> dict[str, str]:
-    """Environment for DVC and the stages: this interpreter first on PATH, quiet tools."""
+    """Environment for DVC and the stages: this interpreter first on PATH, quiet tools, and a
+    Prefect home (default ``<root>/.recourselab/prefect``), created here: Prefect does not create
+    missing parent folders, and its server then fails to open its database on a fresh checkout."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.setdefault("DVC_NO_ANALYTICS", "1")
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     env.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     env.setdefault("PREFECT_HOME", str(root / ".recourselab" / "prefect"))
+    Path(env["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
     return env
 
 
