@@ -69,7 +69,7 @@ from recourselab.discover import (  # noqa: E402
 )
 from recourselab.discover.certify import ucl_sw2  # noqa: E402
 from recourselab.discover.metrics import sw2_reference, w2_reference  # noqa: E402
-from recourselab.discover.ot import random_directions  # noqa: E402
+from recourselab.discover.ot import random_directions, sorted_projections  # noqa: E402
 from recourselab.models import BlackBox, FitContext, fit_model  # noqa: E402
 from recourselab.orchestration import limit_threads  # noqa: E402
 
@@ -156,9 +156,9 @@ def fresh_direction_rate(result: Any, draws: int = FRESH_DRAWS) -> float:
     ok = 0
     for k in range(draws):
         theta = random_directions(Xf.shape[1], s["n_projections"], np.random.default_rng([12345, k]))
-        ref = np.sort((Xf @ theta.T).T, axis=1)
+        ref = sorted_projections(Xf, theta)
         u_x = s["U_x"] if s["U_x"] is not None else ucl_sw2(ref, ref, s["delta"], s["alpha"]) * (1 + s["U_x_margin"])
-        ok += ucl_sw2(np.sort((X @ theta.T).T, axis=1), ref, s["delta"], s["alpha"]) < u_x
+        ok += ucl_sw2(sorted_projections(X, theta), ref, s["delta"], s["alpha"]) < u_x
     return ok / draws
 
 

@@ -10,6 +10,7 @@ from recourselab.discover.ot import (
     match,
     random_directions,
     sliced_wasserstein_sq,
+    sorted_projections,
     trim_weights,
     wasserstein_1d_sq,
 )
@@ -133,3 +134,12 @@ def test_incremental_matching_equals_a_fresh_one_after_edits():
     incr = match(X2 @ theta.T, ref_x, y2, np.sort(ystar), w, previous=m)
     for name in ("rank_x", "rank_y", "sorted_x", "sorted_y", "resid_x", "resid_y"):
         assert np.array_equal(getattr(fresh, name), getattr(incr, name))
+
+
+def test_sorted_projections_sort_each_direction_of_the_projected_rows():
+    rng = np.random.default_rng(0)
+    X, theta = rng.normal(size=(7, 3)), rng.normal(size=(4, 3))
+    out = sorted_projections(X, theta)
+    assert out.shape == (4, 7) and (np.diff(out, axis=1) >= 0).all()
+    for j in range(4):
+        assert np.allclose(out[j], sorted(X @ theta[j]))

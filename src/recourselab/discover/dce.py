@@ -27,7 +27,7 @@ import pandas as pd
 from recourselab.data.schema import Schema
 from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
 from recourselab.discover.metrics import ot_y
-from recourselab.discover.ot import match
+from recourselab.discover.ot import match, sorted_projections
 from recourselab.discover.proposals import ProposalSpace
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.solver import (
@@ -162,7 +162,7 @@ class DCE:
         for t in range(s.max_iter + 1):
             if t > 0 and s.resample_directions:
                 theta = directions_at(d, s, t)
-                ref_x, theta_t = np.sort((Xf @ theta.T).T, axis=1), torch.as_tensor(theta)
+                ref_x, theta_t = sorted_projections(Xf, theta), torch.as_tensor(theta)
             y = self._scores(X)
             m = match(X @ theta.T, ref_x, y, ref_y, w)
             _, qx, qy = m.objective(0.0)
@@ -198,7 +198,7 @@ class DCE:
         Xs = snap_rows(kept.get(best, X), Xf, self.schema, space)
         ys = self._scores(Xs)
         theta = directions_at(d, s, best)  # recheck on the returned iterate's own directions
-        ref_x = np.sort((Xf @ theta.T).T, axis=1)
+        ref_x = sorted_projections(Xf, theta)
         ms = match(Xs @ theta.T, ref_x, ys, ref_y, w)
         _, qx, qy = ms.objective(0.0)
         rec = {"iteration": best, "eta": records[best]["eta"], "OT_x": qx, "OT_y": qy,

@@ -84,6 +84,12 @@ def random_directions(d: int, n_projections: int, rng: np.random.Generator) -> n
     return theta / norms
 
 
+def sorted_projections(X: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Projections of the rows of ``X`` (n, d) on the directions ``theta`` (N, d), sorted per
+    direction. Shape (N, n)."""
+    return np.sort((X @ theta.T).T, axis=1)
+
+
 def sliced_wasserstein_sq(X: np.ndarray, Y: np.ndarray, theta: np.ndarray, delta: float = 0.0, *,
                           chunk: int = 512) -> float:
     """Trimmed sliced squared W_2: the mean over directions of the 1-D trimmed W^2.
@@ -223,6 +229,6 @@ def match(P: np.ndarray, ref_sorted_x: np.ndarray, y: np.ndarray, ref_sorted_y: 
 
 
 __all__ = [
-    "Matching", "match", "random_directions", "ranks_of", "sliced_wasserstein_sq", "trim_weights",
-    "wasserstein_1d_sq",
+    "Matching", "match", "random_directions", "ranks_of", "sliced_wasserstein_sq", "sorted_projections",
+    "trim_weights", "wasserstein_1d_sq",
 ]

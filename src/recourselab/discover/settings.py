@@ -61,9 +61,9 @@ class DiscoverSettings:
         per run from ``seed``, or per iteration with ``resample_directions``). Default 10.
     resample_directions : draw a fresh set of N directions at every outer iteration (seeded by
         ``seed`` and the iteration) instead of one set per run. With one fixed set the search
-        can fit those N projections while the many-direction OT(x) grows; fresh sets make each
-        iteration's objective and UCL_x an unbiased look at the full sliced distance. Default
-        False (one set, as DCE and the released code).
+        can fit those N projections while the many-direction OT(x) grows; with fresh sets no
+        set is optimised against for more than one iteration. Default False (one set, as DCE
+        and the released code).
     top_k : k, rows editable per outer iteration (the top-k rows by row score q_i). Default 3.
     h : features edited per selected row and candidate (a categorical counts as one feature).
         Default 1 (one feature per row and candidate: the cheapest moves in OT(x)).

@@ -45,7 +45,7 @@ import pandas as pd
 from recourselab.data.schema import Schema, encode_rows
 from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
 from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_x_minmax, ot_y
-from recourselab.discover.ot import Matching, match, random_directions, trim_weights
+from recourselab.discover.ot import Matching, match, random_directions, sorted_projections, trim_weights
 from recourselab.discover.proposals import ProposalSpace
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.strategies import Evaluation, SearchContext, make_strategy
@@ -191,7 +191,7 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
     yf = scores(Xf)
     tgt, ystar = resolve_target(target, n, yf)
     theta = directions_at(d, s, 0)
-    ref_x, ref_y = np.sort((Xf @ theta.T).T, axis=1), np.sort(ystar)
+    ref_x, ref_y = sorted_projections(Xf, theta), np.sort(ystar)
     U_x = s.U_x if s.U_x is not None else ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin)
     U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
     return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
@@ -396,7 +396,7 @@ class Discover:
         for t in range(s.max_iter + 1):
             if t > 0 and s.resample_directions:  # fresh directions: the old sort orders do not carry over
                 theta = directions_at(d, s, t)
-                ref_x = np.sort((Xf @ theta.T).T, axis=1)
+                ref_x = sorted_projections(Xf, theta)
                 obj.theta, obj.ref_x, P, m = theta, ref_x, X @ theta.T, None
             m = match(P, ref_x, y, ref_y, w, previous=m)
             all_rows = np.arange(min(k, n))
