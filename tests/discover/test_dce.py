@@ -116,7 +116,7 @@ def test_dce_keeps_categorical_actionability(toy, mlp):
 def test_dce_resampled_directions_recheck_the_result_on_its_own_directions(toy, mlp):
     from recourselab.discover import DiscoverSettings
     from recourselab.discover.certify import ucl_sw2
-    from recourselab.discover.solver import directions_at
+    from recourselab.discover.solver import directions_at, input_threshold
 
     kw = dict(lr=0.2, max_iter=12, metric_projections=200, resample_directions=True)
     res = DCE(mlp, schema=toy.schema, **kw).explain(toy.factuals, TARGET)
@@ -126,5 +126,8 @@ def test_dce_resampled_directions_recheck_the_result_on_its_own_directions(toy, 
     ref = np.sort((res.factuals @ theta.T).T, axis=1)
     ucl = ucl_sw2(np.sort((res.counterfactuals @ theta.T).T, axis=1), ref, 0.01, 0.05)
     assert res.metrics["UCL_x"] == pytest.approx(ucl, rel=1e-12)
+    s = DiscoverSettings(resample_directions=True)
+    assert res.metrics["U_x"] == pytest.approx(input_threshold(ref, s), rel=1e-12)  # that set's own floor
+    assert res.log["U_x"].nunique() > 1
     fixed = DCE(mlp, schema=toy.schema, **(kw | {"resample_directions": False})).explain(toy.factuals, TARGET)
     assert not np.allclose(fixed.log["OT_x"].to_numpy()[1:], res.log["OT_x"].to_numpy()[1:len(fixed.log)])

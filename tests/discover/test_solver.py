@@ -17,7 +17,7 @@ from recourselab.discover import (
 )
 from recourselab.discover.certify import eta_rule, first_certified
 from recourselab.discover.ot import match, random_directions, trim_weights
-from recourselab.discover.solver import directions_at
+from recourselab.discover.solver import directions_at, input_threshold
 from recourselab.errors import ConfigError, DataError
 
 pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
@@ -378,3 +378,14 @@ def test_resampled_runs_score_each_iterate_on_its_own_directions(toy):
     pd.testing.assert_frame_equal(log, again.log)
     assert np.array_equal(res.counterfactuals, again.counterfactuals)
     assert not np.array_equal(res.counterfactuals, _run(toy, **kw).counterfactuals)
+
+
+def test_resampled_runs_calibrate_the_input_threshold_on_each_iterations_directions(toy):
+    res = _run(toy, resample_directions=True, max_iter=10)
+    log, s, d = res.log, DiscoverSettings(resample_directions=True), toy.factuals.shape[1]
+    floors = [input_threshold(np.sort((toy.factuals @ directions_at(d, s, t).T).T, axis=1), s)
+              for t in log["iteration"]]
+    np.testing.assert_allclose(log["U_x"], floors, rtol=1e-12)
+    assert log["U_x"].nunique() > 1 and res.metrics["U_x"] == log["U_x"].iloc[res.iteration]
+    assert (log["feasible"] == ((log["UCL_x"] < log["U_x"]) & (log["UCL_y"] < res.metrics["U_y"]))).all()
+    assert _run(toy, max_iter=10).log["U_x"].nunique() == 1  # one set, one threshold

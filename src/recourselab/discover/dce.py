@@ -34,6 +34,7 @@ from recourselab.discover.solver import (
     DiscoverResult,
     NotCertifiedWarning,
     directions_at,
+    input_threshold,
     original_frame,
     prepare_run,
     result_metrics,
@@ -163,6 +164,7 @@ class DCE:
             if t > 0 and s.resample_directions:
                 theta = directions_at(d, s, t)
                 ref_x, theta_t = sorted_projections(Xf, theta), torch.as_tensor(theta)
+                U_x = input_threshold(ref_x, s)
             y = self._scores(X)
             m = match(X @ theta.T, ref_x, y, ref_y, w)
             _, qx, qy = m.objective(0.0)
@@ -174,7 +176,7 @@ class DCE:
             edited = int((X != Xf).any(axis=1).sum())
             records.append({"iteration": t, "Q": (1 - eta) * qx + eta * qy, "OT_x": qx, "OT_y": qy,
                             "eta": eta, "eta_l": left, "eta_r": right, "branch": step.branch,
-                            "UCL_x": ucl_x, "UCL_y": ucl_y, "feasible": feasible, "rows": [],
+                            "UCL_x": ucl_x, "UCL_y": ucl_y, "U_x": U_x, "feasible": feasible, "rows": [],
                             "accepted": True, "edited_rows": edited, "queries": self.queries,
                             "OT_y_metric": ot_y(y, ystar, delta=s.metric_delta)})
             if feasible and edited:
@@ -199,6 +201,7 @@ class DCE:
         ys = self._scores(Xs)
         theta = directions_at(d, s, best)  # recheck on the returned iterate's own directions
         ref_x = sorted_projections(Xf, theta)
+        U_x = input_threshold(ref_x, s)
         ms = match(Xs @ theta.T, ref_x, ys, ref_y, w)
         _, qx, qy = ms.objective(0.0)
         rec = {"iteration": best, "eta": records[best]["eta"], "OT_x": qx, "OT_y": qy,

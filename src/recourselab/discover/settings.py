@@ -62,8 +62,9 @@ class DiscoverSettings:
     resample_directions : draw a fresh set of N directions at every outer iteration (seeded by
         ``seed`` and the iteration) instead of one set per run. With one fixed set the search
         can fit those N projections while the many-direction OT(x) grows; with fresh sets no
-        set is optimised against for more than one iteration. Default False (one set, as DCE
-        and the released code).
+        set is optimised against for more than one iteration. A calibrated ``U_x`` is then
+        recalibrated on each iteration's directions (logged per iteration). Default False (one
+        set, as DCE and the released code).
     top_k : k, rows editable per outer iteration (the top-k rows by row score q_i). Default 3.
     h : features edited per selected row and candidate (a categorical counts as one feature).
         Default 1 (one feature per row and candidate: the cheapest moves in OT(x)).

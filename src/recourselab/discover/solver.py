@@ -192,10 +192,18 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
     tgt, ystar = resolve_target(target, n, yf)
     theta = directions_at(d, s, 0)
     ref_x, ref_y = sorted_projections(Xf, theta), np.sort(ystar)
-    U_x = s.U_x if s.U_x is not None else ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin)
+    U_x = input_threshold(ref_x, s)
     U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
     return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
                     ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y))
+
+
+def input_threshold(ref_x: np.ndarray, s: DiscoverSettings) -> float:
+    """U_x for sorted factual projections ``ref_x`` (N, n): ``s.U_x`` if given, else the DKW
+    floor of the unedited sample on those directions times ``1 + U_x_margin``."""
+    if s.U_x is not None:
+        return float(s.U_x)
+    return float(ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin))
 
 
 def directions_at(d: int, s: DiscoverSettings, t: int) -> np.ndarray:
@@ -398,6 +406,7 @@ class Discover:
                 theta = directions_at(d, s, t)
                 ref_x = sorted_projections(Xf, theta)
                 obj.theta, obj.ref_x, P, m = theta, ref_x, X @ theta.T, None
+                U_x = input_threshold(ref_x, s)  # the floor of these directions
             m = match(P, ref_x, y, ref_y, w, previous=m)
             all_rows = np.arange(min(k, n))
             qx, qy = obj.current(m, all_rows, P, y)
@@ -409,7 +418,7 @@ class Discover:
             Q = (1.0 - eta) * qx + eta * qy
             rec = {"iteration": t, "Q": Q, "Q_selected": Q, "OT_x": qx, "OT_y": qy, "eta": eta,
                    "eta_l": left, "eta_r": right, "branch": step.branch, "UCL_x": ucl_x, "UCL_y": ucl_y,
-                   "feasible": feasible, "rows": [], "accepted": False, "edited_rows": int(changed.sum()),
+                   "U_x": U_x, "feasible": feasible, "rows": [], "accepted": False, "edited_rows": int(changed.sum()),
                    "queries": self._queries}
             rec["OT_y_metric"] = ot_y(y, ystar, delta=s.metric_delta)
             records.append(rec)
@@ -456,10 +465,10 @@ class Discover:
         feasible = bool(records[best]["feasible"] and records[best]["edited_rows"] > 0)
         if not feasible:
             warnings.warn(f"DISCOVER found no certified feasible iterate in {len(records) - 1} iterations "
-                          f"(last UCL_x={records[-1]['UCL_x']:.4g} vs U_x={U_x:.4g}, UCL_y="
+                          f"(last UCL_x={records[-1]['UCL_x']:.4g} vs U_x={records[-1]['U_x']:.4g}, UCL_y="
                           f"{records[-1]['UCL_y']:.4g} vs U_y={U_y:.4g}); returning the last iterate "
                           "with feasible=False", NotCertifiedWarning, stacklevel=2)
-        metrics = result_metrics(X, Xf, y, ystar, self.schema, s, records[best], U_x, U_y, eta)
+        metrics = result_metrics(X, Xf, y, ystar, self.schema, s, records[best], records[best]["U_x"], U_y, eta)
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
         metrics["first_certified_iteration"] = certified[0] if certified else None
