@@ -70,6 +70,7 @@ from recourselab.discover import (  # noqa: E402
 from recourselab.discover.certify import ucl_sw2  # noqa: E402
 from recourselab.discover.metrics import sw2_reference, w2_reference  # noqa: E402
 from recourselab.discover.ot import random_directions, sorted_projections  # noqa: E402
+from recourselab.discover.solver import input_threshold  # noqa: E402
 from recourselab.models import BlackBox, FitContext, fit_model  # noqa: E402
 from recourselab.orchestration import limit_threads  # noqa: E402
 
@@ -151,14 +152,13 @@ def fresh_direction_rate(result: Any, draws: int = FRESH_DRAWS) -> float:
     """Share of ``draws`` fresh sets of N directions on which the returned iterate still passes the
     input certificate, UCL_x < U_x, with U_x recalibrated on that set like the run's (the factual
     sample's DKW floor times 1 + ``U_x_margin``; an explicit ``U_x`` is used as given)."""
-    s = result.settings
+    s = DiscoverSettings.from_kwargs(**{k: v for k, v in result.settings.items() if k != "lr"})  # DCE adds lr
     Xf, X = result.factuals, result.counterfactuals
     ok = 0
     for k in range(draws):
-        theta = random_directions(Xf.shape[1], s["n_projections"], np.random.default_rng([12345, k]))
+        theta = random_directions(Xf.shape[1], s.n_projections, np.random.default_rng([12345, k]))
         ref = sorted_projections(Xf, theta)
-        u_x = s["U_x"] if s["U_x"] is not None else ucl_sw2(ref, ref, s["delta"], s["alpha"]) * (1 + s["U_x_margin"])
-        ok += ucl_sw2(sorted_projections(X, theta), ref, s["delta"], s["alpha"]) < u_x
+        ok += ucl_sw2(sorted_projections(X, theta), ref, s.delta, s.alpha) < input_threshold(ref, s)
     return ok / draws
 
 
