@@ -67,10 +67,8 @@ from recourselab.discover import (  # noqa: E402
     fit_torch_mlp,
     make_target,
 )
-from recourselab.discover.certify import ucl_sw2  # noqa: E402
 from recourselab.discover.metrics import sw2_reference, w2_reference  # noqa: E402
-from recourselab.discover.ot import random_directions, sorted_projections  # noqa: E402
-from recourselab.discover.solver import input_threshold  # noqa: E402
+from recourselab.discover.solver import holdout_certified_x  # noqa: E402
 from recourselab.models import BlackBox, FitContext, fit_model  # noqa: E402
 from recourselab.orchestration import limit_threads  # noqa: E402
 
@@ -150,16 +148,9 @@ FRESH_DRAWS = 200
 
 def fresh_direction_rate(result: Any, draws: int = FRESH_DRAWS) -> float:
     """Share of ``draws`` fresh sets of N directions on which the returned iterate still passes the
-    input certificate, UCL_x < U_x, with U_x recalibrated on that set like the run's (the factual
-    sample's DKW floor times 1 + ``U_x_margin``; an explicit ``U_x`` is used as given)."""
+    input certificate (:func:`holdout_certified_x` with this bench's own direction stream)."""
     s = DiscoverSettings.from_kwargs(**{k: v for k, v in result.settings.items() if k != "lr"})  # DCE adds lr
-    Xf, X = result.factuals, result.counterfactuals
-    ok = 0
-    for k in range(draws):
-        theta = random_directions(Xf.shape[1], s.n_projections, np.random.default_rng([12345, k]))
-        ref = sorted_projections(Xf, theta)
-        ok += ucl_sw2(sorted_projections(X, theta), ref, s.delta, s.alpha) < input_threshold(ref, s)
-    return ok / draws
+    return holdout_certified_x(result.counterfactuals, result.factuals, s, sets=draws, key=(12345,))
 
 
 def summary(result: Any, wall: float, fresh: bool = False) -> dict[str, Any]:

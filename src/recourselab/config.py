@@ -369,6 +369,8 @@ class DiscoverSolverParams(StrictModel):
     elite: int = Field(default=2, ge=0)
     metric_projections: int = Field(default=5000, ge=1, description="directions of the reported OT(x)")
     metric_delta: float = Field(default=0.1, ge=0, lt=0.5, description="trimming of the reported OT(x), OT(y)")
+    holdout_sets: int = Field(default=100, ge=0, description="fresh direction sets of the certified_x_holdout "
+                              "metric (0: skip)")
     mmd_sigma: float = Field(default=1.0, gt=0, description="Gaussian kernel bandwidth of the reported MMD^2")
     max_elements: int = Field(default=4_000_000, ge=1, description="floats of the reused sort buffer")
 

@@ -15,9 +15,9 @@ from recourselab.discover import (
     UnknownStrategyError,
     make_target,
 )
-from recourselab.discover.certify import eta_rule, first_certified
+from recourselab.discover.certify import eta_rule, first_certified, ucl_sw2
 from recourselab.discover.ot import match, random_directions, trim_weights
-from recourselab.discover.solver import directions_at, input_threshold
+from recourselab.discover.solver import directions_at, holdout_certified_x, input_threshold
 from recourselab.errors import ConfigError, DataError
 
 pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
@@ -389,3 +389,26 @@ def test_resampled_runs_calibrate_the_input_threshold_on_each_iterations_directi
     assert log["U_x"].nunique() > 1 and res.metrics["U_x"] == log["U_x"].iloc[res.iteration]
     assert (log["feasible"] == ((log["UCL_x"] < log["U_x"]) & (log["UCL_y"] < res.metrics["U_y"]))).all()
     assert _run(toy, max_iter=10).log["U_x"].nunique() == 1  # one set, one threshold
+
+
+def test_holdout_certificate_rechecks_the_input_side_on_fresh_directions(toy):
+    Xf, s = toy.factuals, DiscoverSettings()
+    # the unedited sample sits at every set's floor, inside the calibrated budget (and not with no margin)
+    assert holdout_certified_x(Xf, Xf, s) == 1.0
+    assert holdout_certified_x(Xf, Xf, DiscoverSettings(U_x_margin=0.0)) == 0.0
+    assert holdout_certified_x(Xf + 3.0, Xf, s) == 0.0  # a shift of 3 in every column fails on every set
+    assert holdout_certified_x(Xf, Xf, DiscoverSettings(holdout_sets=0)) is None
+    # the sets are drawn from a stream the search never uses, per set index
+    run_set = directions_at(Xf.shape[1], s, 0)
+    assert not np.allclose(random_directions(Xf.shape[1], 10, np.random.default_rng([0, 3, 0])), run_set)
+    res = _run(toy, max_iter=20)
+    X = res.counterfactuals
+    rate = res.metrics["certified_x_holdout"]
+    assert rate == holdout_certified_x(X, Xf, s)
+    by_hand = []
+    for k in range(s.holdout_sets):
+        theta = random_directions(Xf.shape[1], s.n_projections, np.random.default_rng([s.seed, 3, k]))
+        ref = np.sort((Xf @ theta.T).T, axis=1)
+        by_hand.append(ucl_sw2(np.sort((X @ theta.T).T, axis=1), ref, s.delta, s.alpha) < input_threshold(ref, s))
+    assert rate == np.mean(by_hand) and 0.0 < rate < 1.0  # the run's own certificate does not carry over fully
+    assert _run(toy, max_iter=20, holdout_sets=0).metrics["certified_x_holdout"] is None

@@ -146,6 +146,11 @@ class DiscoverSettings:
     ------------------------------
     metric_projections : directions of the reported OT(x). Default 5000.
     metric_delta : trimming of the reported OT(x) and OT(y). Default 0.1.
+    holdout_sets : fresh sets of N directions, never seen by the search, on which the returned
+        iterate's input certificate is rechecked (U_x recalibrated on each set as in the run);
+        the share that passes is the metric ``certified_x_holdout``. The certificate holds for
+        the run's own directions, which the search has adapted to; this share says how much of
+        it carries over to other directions. 0 skips it (metric None). Default 100.
     mmd_sigma : bandwidth of the Gaussian kernel of the reported MMD^2. Default 1.0.
     max_elements : size (floats) of the reused sort buffer, i.e. candidates x N x n per chunk.
         When a batch needs more, candidates are screened with the fixed-plan row scores and
@@ -192,6 +197,7 @@ class DiscoverSettings:
     elite: int = 2
     metric_projections: int = 5000
     metric_delta: float = 0.1
+    holdout_sets: int = 100
     mmd_sigma: float = 1.0
     max_elements: int = 4_000_000
     budget: str = "discover"
@@ -216,7 +222,8 @@ class DiscoverSettings:
             ("gene_swap_prob", 0 <= self.gene_swap_prob <= 1),
             ("mutation_prob", 0 <= self.mutation_prob <= 1),
             ("elite", self.elite >= 0), ("metric_projections", self.metric_projections >= 1),
-            ("metric_delta", 0.0 <= self.metric_delta < 0.5), ("mmd_sigma", self.mmd_sigma > 0),
+            ("metric_delta", 0.0 <= self.metric_delta < 0.5), ("holdout_sets", self.holdout_sets >= 0),
+            ("mmd_sigma", self.mmd_sigma > 0),
             ("max_elements", self.max_elements >= 1), ("seed", self.seed >= 0),
         ]
         bad = [name for name, ok in checks if not ok]

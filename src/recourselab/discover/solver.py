@@ -206,6 +206,25 @@ def input_threshold(ref_x: np.ndarray, s: DiscoverSettings) -> float:
     return float(ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin))
 
 
+def holdout_certified_x(X: np.ndarray, Xf: np.ndarray, s: DiscoverSettings, *, sets: int | None = None,
+                        key: tuple[int, ...] | None = None) -> float | None:
+    """Share of ``sets`` fresh sets of N directions on which ``X`` (n, d) still passes the input
+    certificate against the factuals ``Xf`` (n, d): UCL_x < U_x, with U_x from
+    :func:`input_threshold` on each set (the run's rule). Set k is drawn from
+    ``default_rng([*key, k])``; defaults ``sets = s.holdout_sets``, ``key = (s.seed, 3)``, a
+    stream the search never uses. None when ``sets`` is 0."""
+    sets = s.holdout_sets if sets is None else sets
+    key = (s.seed, 3) if key is None else key
+    if sets == 0:
+        return None
+    passed = 0
+    for k in range(sets):
+        theta = random_directions(Xf.shape[1], s.n_projections, np.random.default_rng([*key, k]))
+        ref = sorted_projections(Xf, theta)
+        passed += ucl_sw2(sorted_projections(X, theta), ref, s.delta, s.alpha) < input_threshold(ref, s)
+    return passed / sets
+
+
 def directions_at(d: int, s: DiscoverSettings, t: int) -> np.ndarray:
     """The N directions (N, d) of outer iteration ``t``: the run's one set (from ``seed``), or with
     ``resample_directions`` a fresh set for every iteration after the first (from ``seed`` and ``t``)."""
@@ -516,6 +535,7 @@ def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarr
         "ares_cost": float(cost.mean()),
         "ares_cost_edited": float(cost[edited].mean()) if edited.any() else 0.0,
         "edited_rows": int(edited.sum()),
+        "certified_x_holdout": holdout_certified_x(X, Xf, s),
         "objective_OT_x": float(rec["OT_x"]), "objective_OT_y": float(rec["OT_y"]),
         "UCL_x": float(rec["UCL_x"]), "UCL_y": float(rec["UCL_y"]), "U_x": float(U_x), "U_y": float(U_y),
         "eta": float(rec["eta"]), "final_eta": float(eta), "returned_iteration": int(rec["iteration"]),
@@ -530,4 +550,4 @@ def replace_settings(settings: DiscoverSettings, **changes: Any) -> DiscoverSett
 
 
 __all__ = ["Discover", "DiscoverResult", "NotCertifiedWarning", "encode_factuals", "favourable_scores",
-           "original_frame", "resolve_target", "stop_level_reached"]
+           "holdout_certified_x", "original_frame", "resolve_target", "stop_level_reached"]
