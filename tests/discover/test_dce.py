@@ -102,6 +102,46 @@ def test_dce_never_reports_unmoved_rows_as_edits_even_outside_the_training_range
     np.testing.assert_array_equal(res.counterfactuals, Xf)
 
 
+def test_snapping_keeps_a_moved_factual_outside_the_training_range_near_its_iterate(toy):
+    from recourselab.discover import DiscoverSettings
+    from recourselab.discover.dce import snap_rows
+    from recourselab.discover.proposals import ProposalSpace
+
+    sl = toy.schema.slices()
+    inc, age = sl["income"].start, sl["age"].start
+    f_age = next(f for f in toy.schema.features if f.name == "age")
+    Xf = toy.factuals[:3].copy()
+    Xf[:, inc] = toy.X[:, inc].max() + 3.0  # beyond the training range
+    Xf[:, age] = (90 - f_age.mean) / f_age.std  # training ages are 18-69
+    space = ProposalSpace(toy.schema, Xf, DiscoverSettings())
+    X = Xf.copy()
+    X[:, inc] -= 1e-3  # the gradient moved them a little
+    X[:, age] -= 0.6 / f_age.std  # 0.6 years: rounds to one year less
+    Xs = snap_rows(X, Xf, toy.schema, space)
+    np.testing.assert_allclose(Xs[:, inc], X[:, inc], rtol=0, atol=1e-12)  # not pulled to the training bound
+    years = Xs[:, age] * f_age.std + f_age.mean
+    np.testing.assert_allclose(years, 89.0, atol=1e-9)
+
+
+def test_snapping_a_half_moved_categorical_pair_gives_a_level_phase(toy):
+    from recourselab.discover import DiscoverSettings
+    from recourselab.discover.dce import snap_rows
+    from recourselab.discover.proposals import ProposalSpace
+
+    cos, sin = toy.schema.slices()["job"].start, toy.schema.slices()["job"].start + 1
+    Xf = toy.factuals[:5].copy()
+    Xf[:, [cos, sin]] = (1.0, 0.0)  # job "a", phase 0 of 4
+    space = ProposalSpace(toy.schema, Xf, DiscoverSettings())
+    X = Xf.copy()
+    X[:, sin] = 1.5  # only the sine column moved (the cosine sat at its clip bound 1)
+    Xs = snap_rows(X, Xf, toy.schema, space)
+    assert (toy.schema.inverse_transform(Xs)["job"] == "b").all()  # the nearest level, phase pi/2
+    phases = next(c for c in space.cats if c.name == "job").phases
+    dist = np.abs(Xs[:, None, [cos, sin]] - phases[None]).sum(axis=2).min(axis=1)
+    assert (dist < 1e-12).all()  # every pair is exactly one level's phase
+    np.testing.assert_array_equal(toy.schema.transform(toy.schema.inverse_transform(Xs)), Xs)
+
+
 def test_dce_keeps_categorical_actionability(toy, mlp):
     rules = {"job": "increasing", "owner": "increasing"}
     res = DCE(mlp, schema=toy.schema, lr=2.0, max_iter=30, metric_projections=100,

@@ -233,19 +233,19 @@ def snap_rows(X: np.ndarray, Xf: np.ndarray, schema: Schema, space: ProposalSpac
 
     Categoricals take the row's nearest *allowed* level (actionability), numericals are
     rounded (integer features) and kept in the row's bounds (which contain its factual value,
-    also one outside the training range), and every entry the solver never moved keeps its
-    factual value exactly, so an unmoved row is never reported as edited.
+    also one outside the training range), features the solver may not edit keep their
+    factual values, and so does every feature the solver never moved (a numerical entry, or
+    both columns of a categorical pair), so an unmoved row is never reported as edited.
     """
-    Xs = schema.snap(X)
-    Xs[:, space.num_cols] = np.clip(Xs[:, space.num_cols], space.row_lo, space.row_hi)
+    Xs = Xf.copy()
+    unmoved = X == Xf
+    num = space.num_cols
+    Xs[:, num] = np.where(unmoved[:, num], Xf[:, num], space.numerical_values(X[:, num], np.arange(len(X))))
     for cat in space.cats:
         cols = list(cat.cols)
         dist = ((X[:, None, cols] - cat.phases[None]) ** 2).sum(axis=2)  # (n, L)
-        Xs[:, cols] = cat.phases[np.where(cat.allowed, dist, np.inf).argmin(axis=1)]
-    frozen = ~space.mutable_mask
-    Xs[:, frozen] = Xf[:, frozen]
-    unmoved = X == Xf
-    Xs[unmoved] = Xf[unmoved]
+        snapped = cat.phases[np.where(cat.allowed, dist, np.inf).argmin(axis=1)]
+        Xs[:, cols] = np.where(unmoved[:, cols].all(axis=1, keepdims=True), Xf[:, cols], snapped)
     return Xs
 
 

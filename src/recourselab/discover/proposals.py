@@ -209,6 +209,17 @@ class ProposalSpace:
         return np.concatenate(parts, axis=-1)
 
     # ------------------------------------------------------------------ primitive
+
+    def numerical_values(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Encoded numerical values (..., k, n_numerical) of factual rows ``rows`` (k,) made valid:
+        kept in each row's bounds (the training range widened to the row's factual value, narrowed
+        by actionability), integer features rounded in original units."""
+        val = np.clip(values, self.row_lo[rows], self.row_hi[rows])
+        if self.num_integer.any():
+            orig = np.rint(val * self.num_std + self.num_mean)
+            rounded = np.clip((orig - self.num_mean) / self.num_std, self.row_lo[rows], self.row_hi[rows])
+            val = np.where(self.num_integer, rounded, val)
+        return val
     def perturb(self, base: np.ndarray, rows: np.ndarray, g: np.ndarray, chosen: np.ndarray,
                 rng: np.random.Generator) -> np.ndarray:
         """Apply one cone-guided step to the ``chosen`` features of ``base``.
@@ -236,11 +247,7 @@ class ProposalSpace:
             u = u / np.where(norm > 0, norm, 1.0)
             lam = rng.uniform(0.0, s.step, (C, k, 1))
             cur = base[..., self.num_cols]
-            val = np.clip(cur + lam * self.num_range * u, self.row_lo[rows], self.row_hi[rows])
-            if self.num_integer.any():
-                orig = np.rint(val * self.num_std + self.num_mean)
-                rounded = np.clip((orig - self.num_mean) / self.num_std, self.row_lo[rows], self.row_hi[rows])
-                val = np.where(self.num_integer, rounded, val)
+            val = self.numerical_values(cur + lam * self.num_range * u, rows)
             out[..., self.num_cols] = np.where(sel, val, cur)
         for j, cat in enumerate(self.cats):
             sel = chosen[..., Fn + j]
