@@ -412,3 +412,14 @@ def test_holdout_certificate_rechecks_the_input_side_on_fresh_directions(toy):
         by_hand.append(ucl_sw2(np.sort((X @ theta.T).T, axis=1), ref, s.delta, s.alpha) < input_threshold(ref, s))
     assert rate == np.mean(by_hand) and 0.0 < rate < 1.0  # the run's own certificate does not carry over fully
     assert _run(toy, max_iter=20, holdout_sets=0).metrics["certified_x_holdout"] is None
+
+
+def test_thresholds_that_can_never_certify_are_rejected_up_front(toy):
+    same = np.repeat(toy.factuals[:1], 10, axis=0)  # identical rows: a band of no width
+    with pytest.raises(DataError, match="U_x is 0: the 10 factual rows are identical"):
+        Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(same, TARGET)
+    res = Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_x": 1.0})).explain(same, TARGET)
+    assert res.metrics["U_x"] == 1.0  # an explicit threshold runs
+    with pytest.raises(DataError, match="U_y is 0"):
+        Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_y_margin": 0.0})).explain(
+            toy.factuals, make_target("constant"))

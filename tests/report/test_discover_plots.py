@@ -153,3 +153,16 @@ def test_trajectory_lines_sit_at_the_first_certified_and_returned_iterates(run, 
     top = drawn[-1].axes[0]
     lines = {ln.get_label(): ln.get_xdata()[0] for ln in top.lines if ln.get_label() in ("first certified", "returned")}
     assert lines == {"first certified": 3.0, "returned": 5.0}
+
+
+def test_trajectory_divides_each_iterations_ucl_by_its_own_threshold(run, tmp_path, drawn):
+    _, result = run
+    log = result.log.copy()
+    log["U_x"] = np.linspace(1.0, 3.0, len(log))  # recalibrated per iteration (resample_directions)
+    plot_trajectory(tmp_path / "t.png", log, U_x=99.0, U_y=2.0)
+    cert = {ln.get_label(): ln.get_ydata() for ln in drawn[-1].axes[1].lines}
+    np.testing.assert_allclose(cert["UCL_x / U_x"], log["UCL_x"] / log["U_x"])
+    np.testing.assert_allclose(cert["UCL_y / U_y"], log["UCL_y"] / 2.0)
+    plot_trajectory(tmp_path / "t2.png", log.drop(columns=["U_x"]), U_x=4.0, U_y=2.0)  # a log without the column
+    cert = {ln.get_label(): ln.get_ydata() for ln in drawn[-1].axes[1].lines}
+    np.testing.assert_allclose(cert["UCL_x / U_x"], log["UCL_x"] / 4.0)

@@ -194,6 +194,13 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
     ref_x, ref_y = sorted_projections(Xf, theta), np.sort(ystar)
     U_x = input_threshold(ref_x, s)
     U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
+    if not U_x > 0:
+        raise DataError(f"the calibrated input threshold U_x is 0: the {n} factual rows are identical, so their "
+                        "confidence band has no width and UCL_x < U_x can never hold; pass U_x (> 0) or "
+                        "factual rows that differ")
+    if not U_y > 0:
+        raise DataError("the calibrated output threshold U_y is 0 (a constant target with U_y_margin 0), so "
+                        "UCL_y < U_y can never hold; set U_y_margin > 0 or pass U_y (> 0)")
     return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
                     ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y))
 

@@ -248,7 +248,8 @@ def plot_trajectory(path: str | Path, log: pd.DataFrame, *, U_x: float, U_y: flo
     ----------
     log : one row per iteration with the columns :data:`TRAJECTORY_COLUMNS`
         (``DiscoverResult.log``, DISCOVER or DCE).
-    U_x, U_y : the thresholds (squared units) of the certificate.
+    U_x, U_y : the thresholds (squared units) of the certificate; a ``U_x`` column of ``log``
+        (per iteration: recalibrated with ``resample_directions``) takes precedence over ``U_x``.
     returned : position in ``log`` of the returned iterate (``DiscoverResult.iteration``).
     """
     missing = [c for c in TRAJECTORY_COLUMNS if c not in log.columns]
@@ -263,7 +264,8 @@ def plot_trajectory(path: str | Path, log: pd.DataFrame, *, U_x: float, U_y: flo
     ax_ot.plot(it, log["OT_x"], color=COLOURS["factual"], label="OT_x (objective, N directions)")
     ax_ot.plot(it, log["OT_y"], color=COLOURS["counterfactual"], label="OT_y")
     ax_ot.set_ylabel("squared W2")
-    ax_cert.plot(it, log["UCL_x"] / U_x, color=COLOURS["factual"], label="UCL_x / U_x")
+    per_iteration_U_x = log["U_x"].to_numpy(dtype=float) if "U_x" in log.columns else U_x
+    ax_cert.plot(it, log["UCL_x"] / per_iteration_U_x, color=COLOURS["factual"], label="UCL_x / U_x")
     ax_cert.plot(it, log["UCL_y"] / U_y, color=COLOURS["counterfactual"], label="UCL_y / U_y")
     ax_cert.axhline(1.0, color="black", lw=0.8, ls=":")
     ax_cert.set_ylabel("UCL / threshold\n(certified: both < 1)")
