@@ -225,6 +225,22 @@ def test_settings_take_ints_for_floats_and_none_where_optional():
     assert (s.U_x, s.U_x_margin, s.embedding_dim, s.stop_ot_y) == (2, 1, None, 0)
 
 
+def test_settings_hold_plain_python_values_and_a_snapshot_of_the_rules(toy):
+    import json
+
+    s = DiscoverSettings(trials=np.int64(12), step=np.float32(0.25), guidance=np.bool_(False))
+    assert type(s.trials) is int and type(s.step) is float and s.guidance is False
+    json.dumps(s.to_dict())  # JSON-safe
+    rules = {"income": "fixed"}
+    solver = Discover(toy.blackbox(), schema=toy.schema, **FAST, actionability=rules)
+    rules["income"], rules["age"] = "sideways", "fixed"  # later edits of the caller's dict
+    assert solver.settings.actionability == {"income": "fixed"}
+    res = solver.explain(toy.factuals, TARGET)
+    inc = toy.schema.slices()["income"].start
+    assert np.array_equal(res.counterfactuals[:, inc], toy.factuals[:, inc]) and res.metrics["edited_rows"] > 0
+    json.dumps(res.metadata())
+
+
 def test_bad_inputs_give_clear_errors(toy):
     solver = Discover(toy.blackbox(), schema=toy.schema, **FAST)
     with pytest.raises(DataError, match="columns"):

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from recourselab.errors import ConfigError
 
 ACTIONABILITY = ("increasing", "decreasing", "fixed")
@@ -29,8 +31,8 @@ _TYPE_WORDS = {"int": "an integer", "float": "a finite number", "bool": "True or
 def _type_ok(value: Any, base: str) -> bool:
     """Whether ``value`` is of the settings type ``base`` (no bool for numbers, ints are floats)."""
     if base == "bool":
-        return isinstance(value, bool)
-    if isinstance(value, bool):
+        return isinstance(value, bool | np.bool_)
+    if isinstance(value, bool | np.bool_):
         return False
     if base == "int":
         return isinstance(value, numbers.Integral)
@@ -207,6 +209,11 @@ class DiscoverSettings:
         wrong = _type_problems(self)
         if wrong:
             raise ConfigError(f"invalid DISCOVER settings: {'; '.join(wrong)}")
+        for f in dataclasses.fields(self):  # numpy scalars -> Python numbers (JSON-safe metadata)
+            if isinstance(getattr(self, f.name), np.generic):
+                object.__setattr__(self, f.name, getattr(self, f.name).item())
+        if isinstance(self.actionability, Mapping):  # a snapshot: later edits of the caller's dict do not leak in
+            object.__setattr__(self, "actionability", dict(self.actionability))
         checks = [
             ("n_projections", self.n_projections >= 1), ("top_k", self.top_k >= 1), ("h", self.h >= 1),
             ("trials", self.trials >= 1), ("max_iter", self.max_iter >= 0),
