@@ -69,15 +69,19 @@ def _strict_json(obj: Any) -> Any:
     return obj
 
 
-def write_json(path: str | Path, obj: Any) -> Path:
-    """Atomically write ``obj`` as indented, key-sorted, standard JSON.
+def json_bytes(obj: Any) -> bytes:
+    """``obj`` as indented, key-sorted, standard JSON (UTF-8, final newline).
 
-    NaN and infinite floats (e.g. a correlation of a constant column) are written as ``null``:
+    NaN and infinite floats (e.g. a correlation of a constant column) become ``null``:
     Python's bare ``NaN`` / ``Infinity`` tokens are not JSON, and strict readers (jq, browsers,
     other languages) reject the whole file.
     """
-    text = json.dumps(_strict_json(obj), indent=2, sort_keys=True, allow_nan=False)
-    return write_bytes(path, (text + "\n").encode())
+    return (json.dumps(_strict_json(obj), indent=2, sort_keys=True, allow_nan=False) + "\n").encode()
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    """Atomically write ``obj`` as :func:`json_bytes`."""
+    return write_bytes(path, json_bytes(obj))
 
 
 def read_json(path: str | Path) -> Any:

@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -183,6 +184,24 @@ def task_runner(orchestration: Any) -> Any:
     if orchestration.task_runner == "process" and orchestration.max_workers > 1:
         return ProcessPoolTaskRunner(max_workers=orchestration.max_workers)
     return ThreadPoolTaskRunner(max_workers=orchestration.max_workers)
+
+
+_TORCH_RNG_LOCK = threading.RLock()
+
+
+@contextmanager
+def torch_seeded(seed: int) -> Iterator[None]:
+    """Seed torch's global random generator and hold it for the block.
+
+    Layer initialisation and TabNet's training draw from that one generator; with the
+    ``thread`` task runner two tasks would interleave their draws, so the same seed would give
+    other weights. Blocks run one at a time (per process), each from its own seed.
+    """
+    import torch
+
+    with _TORCH_RNG_LOCK:
+        torch.manual_seed(seed)
+        yield
 
 
 @contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recourselab.data.split import stratified_split
+from recourselab.data.split import stratified_split, stratified_subsample
 from recourselab.errors import DataError
 
 SPLITS = ("train", "val", "test")
@@ -107,3 +107,22 @@ def test_tiny_class_rejected():
     y = np.array([0] * 50 + [1, 1])
     with pytest.raises(DataError, match=r"fewer than 3 rows \(label: rows\) \{1: 2\}"):
         stratified_split(y, 0)
+
+
+def test_subsample_is_exact_stratified_and_keeps_every_class():
+    y = np.zeros(1000, dtype=np.int64)
+    y[:400], y[990:] = 1, 2  # 10 rows of class 2
+    keep = stratified_subsample(y, 100, seed=0)
+    assert len(keep) == 100 and np.array_equal(keep, np.sort(keep))
+    assert np.bincount(y[keep]).tolist() == [59, 40, 1]
+    assert np.array_equal(stratified_subsample(y, None, 0), np.arange(1000))
+
+
+@pytest.mark.parametrize("rare", [[500, 600], [700]])  # dropped by the stratified cap / too rare to stratify
+def test_subsample_that_would_lose_a_class_is_refused_naming_it(rare):
+    y = np.zeros(1000, dtype=np.int64)
+    y[:400], y[rare] = 1, 2
+    with pytest.raises(DataError, match=r"cannot keep class\(es\) \[2\] \(rows per class: \{0: \d+, 1: 400, 2: "):
+        stratified_subsample(y, 50, seed=0)
+    with pytest.raises(DataError, match=r"cannot keep class\(es\) \[0, 1, 2\]"):
+        stratified_subsample(np.repeat([0, 1, 2], 10), 2, seed=0)  # fewer rows than classes

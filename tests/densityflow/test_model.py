@@ -126,7 +126,28 @@ def test_a_querys_counterfactual_does_not_depend_on_the_batch(moons, trained):
         batch = trained.generate(Xq[:10], target=1 - yq[:10]).counterfactuals[:3]
     finally:
         trained.with_settings(n_starts=FAST["n_starts"])
-    np.testing.assert_allclose(alone, batch, atol=1e-4)  # only the adaptive ODE steps differ
+    np.testing.assert_allclose(alone, batch, atol=1e-4)  # only the adaptive ODE steps differ (solver tolerance)
+
+
+def test_networks_built_in_concurrent_threads_get_their_seeds_weights():
+    import threading
+
+    def weights(seed: int) -> torch.Tensor:
+        flow = DensityFlow(seed=seed)
+        flow.build(20, 2, 3.0)
+        return torch.cat([p.detach().flatten() for m in (flow.surrogate, flow.field) for p in m.parameters()])
+
+    def build(seed: int, barrier: threading.Barrier, out: dict) -> None:
+        barrier.wait()  # both threads build at the same time
+        out[seed] = weights(seed)
+
+    alone = {s: weights(s) for s in (0, 1)}
+    for _ in range(10):
+        out, barrier = {}, threading.Barrier(2)
+        threads = [threading.Thread(target=build, args=(s, barrier, out)) for s in (0, 1)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert all(torch.equal(out[s], alone[s]) for s in (0, 1))
 
 
 def test_checkpoint_key_covers_the_immutables(moons):
@@ -163,6 +184,40 @@ def test_fitted_networks_have_unit_spectral_norms_and_the_spectral_field_round_t
     flow.save(tmp_path)
     loaded = DensityFlow.load(tmp_path, schema=moons.schema)
     np.testing.assert_array_equal(a, loaded.generate(Xq[:20], target=1 - yq[:20]).counterfactuals)
+
+
+def test_a_save_that_cannot_serialise_leaves_the_earlier_save_whole(moons, trained, tmp_path, monkeypatch):
+    trained.save(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    X, y = moons.arrays("train")
+    other = DensityFlow(schema=moons.schema, seed=5, **{**FAST, "epochs": 1}).fit(X, y)
+    real = other.file_bytes
+
+    def failing(name: str) -> bytes:
+        if name == "densityflow.json":
+            raise TypeError("not serialisable")
+        return real(name)
+
+    monkeypatch.setattr(other, "file_bytes", failing)
+    with pytest.raises(TypeError, match="not serialisable"):
+        other.save(tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_numpy_settings_are_plain_numbers_and_refit_forgets_distillation_queries(moons, ensemble, tmp_path):
+    X, y = moons.arrays("train")
+    flow = DensityFlow(schema=moons.schema, **{**FAST, "epochs": 1, "seed": np.int64(2), "n_starts": np.int64(3),
+                                                "lambda_cost": np.float32(0.5), "adjoint": np.bool_(False)})
+    assert [type(getattr(flow.config, k)) for k in ("seed", "n_starts", "lambda_cost", "adjoint")] == [
+        int, int, float, bool]
+    flow.fit(X, y)
+    assert flow.distill(ensemble, X, y, budget=8) == 8 and flow.queries_used_ == 8
+    flow.fit(X, y)  # new networks: nothing distilled yet
+    assert flow.queries_used_ == 0
+    flow.save(tmp_path)
+    assert DensityFlow.load(tmp_path).queries_used_ == 0 and DensityFlow.load(tmp_path).config.seed == 2
+    with pytest.raises(DataError, match="distill: no rows"):
+        flow.distill(ensemble, X[:0], y[:0], budget=8)
 
 
 def test_save_load_round_trip(moons, trained, tmp_path):

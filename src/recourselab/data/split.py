@@ -51,9 +51,25 @@ def stratified_split(y: np.ndarray, seed: int, fractions: tuple[float, float, fl
 
 
 def stratified_subsample(y: np.ndarray, n: int | None, seed: int) -> np.ndarray:
-    """Sorted indices of a stratified subsample of exactly ``min(n, len(y))`` rows (all if ``n`` is None)."""
+    """Sorted indices of a stratified subsample of exactly ``min(n, len(y))`` rows (all if ``n`` is None).
+
+    Raises
+    ------
+    DataError
+        The subsample would lose a class (too few rows of it for a cap of ``n``), naming it.
+    """
     idx = np.arange(len(y))
     if n is None or n >= len(y):
         return idx
-    keep, _ = train_test_split(idx, train_size=n, stratify=y, random_state=seed)
+    values, counts = np.unique(y, return_counts=True)
+    if counts.min() < 2 or n < len(values):  # train_test_split cannot stratify these
+        keep, lost = None, values[counts < 2] if counts.min() < 2 else values
+    else:
+        keep, _ = train_test_split(idx, train_size=n, stratify=y, random_state=seed)
+        lost = np.setdiff1d(values, y[keep])
+    if len(lost):
+        per_class = dict(zip(map(python_scalar, values), counts.tolist(), strict=True))
+        raise DataError(f"a stratified subsample of {n} of {len(y)} rows cannot keep class(es) "
+                        f"{[python_scalar(v) for v in lost]} (rows per class: {per_class}); raise the row cap or "
+                        "drop the rare classes")
     return np.sort(keep)

@@ -30,8 +30,8 @@ from recourselab.data.schema import Schema, encode_rows
 from recourselab.densityflow.flow import VelocityField, integrate
 from recourselab.densityflow.surrogate import Surrogate, noise_bound, refresh_spectral_norms
 from recourselab.errors import ConfigError, DataError, RecourselabError
-from recourselab.io import write_bytes, write_json
-from recourselab.orchestration import code_fingerprint
+from recourselab.io import json_bytes, write_bytes
+from recourselab.orchestration import code_fingerprint, torch_seeded
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,9 @@ class DensityFlowConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # numpy scalars -> Python numbers (torch seeds, JSON config)
+            if isinstance(getattr(self, f.name), np.generic):
+                object.__setattr__(self, f.name, getattr(self, f.name).item())
         problems = [f"{name}={getattr(self, name)!r} ({rule})" for name, rule, ok in _config_checks(self) if not ok]
         if problems:
             raise ConfigError(f"invalid DensityFlow settings: {'; '.join(problems)}")
@@ -291,12 +294,12 @@ class DensityFlow:
     def build(self, d: int, n_classes: int, C: float) -> None:
         """Create the networks for width ``d``, ``n_classes`` classes and noise box ``C``."""
         cfg = self.config
-        torch.manual_seed(cfg.seed)
         self.n_classes, self.C = n_classes, C
         mutable = torch.as_tensor(self._mutable_mask(d))
-        self.surrogate = Surrogate(d, n_classes, hidden=cfg.hidden, score_mode=cfg.score_mode).to(self.device)
-        self.field = VelocityField(d, n_classes, mutable, hidden=cfg.hidden, embed_dim=cfg.embed_dim,
-                                   spectral=cfg.field_spectral_norm).to(self.device)
+        with torch_seeded(cfg.seed):  # initial weights from the seed, also with tasks in threads
+            self.surrogate = Surrogate(d, n_classes, hidden=cfg.hidden, score_mode=cfg.score_mode).to(self.device)
+            self.field = VelocityField(d, n_classes, mutable, hidden=cfg.hidden, embed_dim=cfg.embed_dim,
+                                       spectral=cfg.field_spectral_norm).to(self.device)
 
     def density_margin(self, x: torch.Tensor, y: torch.Tensor, target: torch.Tensor) -> torch.Tensor | float:
         """log tau, or per-row margins from ``density_quantile`` over real rows ``x`` of labels ``y``."""
@@ -370,6 +373,7 @@ class DensityFlow:
         ema_f = AveragedModel(self.field, multi_avg_fn=ema_fn, use_buffers=True)
 
         self.log_ = TrainLog()
+        self.queries_used_ = 0  # new networks: no distillation yet
         state = {"surrogate": self.surrogate, "field": self.field, "ema_surrogate": ema_s, "ema_field": ema_f,
                  "opt_phi": opt_phi, "opt_g": opt_g, "sched_phi": sched[0], "sched_g": sched[1]}
         ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / f"densityflow-{self._fit_key(X, y)}.pt"
@@ -492,6 +496,8 @@ class DensityFlow:
                                       f"({oracle.used(budget_name)} rows used): nothing left to distill with")
         cfg = self.config
         X = self._encode(X)
+        if len(X) == 0:
+            raise DataError("distill: no rows (the flow's end states for training rows are the support points)")
         y = class_labels(y, len(X), "distill labels", self.n_classes)
         Xt, yt = self._tensor(X), torch.tensor(y, device=self.device)
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 1)
@@ -616,7 +622,8 @@ class DensityFlow:
         N = cfg.n_starts
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 2)
         Xt = self._tensor(X)
-        # One set of N offsets for every query, so a query's result does not depend on the batch.
+        # One set of N offsets for every query, so a query's starts do not depend on the batch (the
+        # adaptive solver's steps do, within its tolerance: a snapped integer can differ by one unit).
         jit = torch.randn(N, d, generator=gen).to(self.device) * cfg.jitter * self.field.mutable
         jit[0] = 0.0
         starts = (Xt[:, None, :] + jit).reshape(n * N, d)
@@ -652,27 +659,33 @@ class DensityFlow:
     #: The files of a saved DensityFlow.
     FILES = ("surrogate.pt", "generator.pt", "densityflow.json")
 
-    def write_file(self, name: str, path: str | Path) -> Path:
-        """Write one of :attr:`FILES` (torch state dicts, JSON config) atomically to ``path``."""
-        import io as _io
-
+    def file_bytes(self, name: str) -> bytes:
+        """The contents of one of :attr:`FILES` (torch state dicts, JSON config)."""
         self._require_fit()
         if name == "densityflow.json":
-            meta = {"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
-                    "n_classes": self.n_classes, "C": self.C, "queries_used": self.queries_used_,
-                    "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(),
-                    "dataset": None if self.schema is None else self.schema.dataset}
-            return write_json(path, meta)
+            return json_bytes({"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
+                               "n_classes": self.n_classes, "C": self.C, "queries_used": self.queries_used_,
+                               "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(),
+                               "dataset": None if self.schema is None else self.schema.dataset})
         module = {"surrogate.pt": self.surrogate, "generator.pt": self.field}[name]
-        buf = _io.BytesIO()
+        buf = io.BytesIO()
         torch.save(module.state_dict(), buf)
-        return write_bytes(path, buf.getvalue())
+        return buf.getvalue()
+
+    def write_file(self, name: str, path: str | Path) -> Path:
+        """Write one of :attr:`FILES` atomically to ``path``."""
+        return write_bytes(path, self.file_bytes(name))
 
     def save(self, directory: str | Path) -> Path:
-        """Write ``surrogate.pt``, ``generator.pt`` (state dicts) and ``densityflow.json``."""
+        """Write ``surrogate.pt``, ``generator.pt`` (state dicts) and ``densityflow.json``.
+
+        All three are serialised before the first is written, so a model that cannot be
+        serialised leaves an earlier save in ``directory`` whole.
+        """
         directory = Path(directory)
-        for name in self.FILES:
-            self.write_file(name, directory / name)
+        contents = {name: self.file_bytes(name) for name in self.FILES}
+        for name, data in contents.items():
+            write_bytes(directory / name, data)
         return directory
 
     #: Settings that shape the networks: fixed once they are built (fit or load).

@@ -82,13 +82,15 @@ def fit_torch_mlp(X: np.ndarray, y: np.ndarray, *, n_classes: int = 2, hidden: S
     """
     import torch
 
-    torch.manual_seed(seed)
+    from recourselab.orchestration import torch_seeded
+
     layers: list[Any] = []
     width = X.shape[1]
-    for hdim in hidden:
-        layers += [torch.nn.Linear(width, hdim), torch.nn.ReLU()]
-        width = hdim
-    layers.append(torch.nn.Linear(width, n_classes))
+    with torch_seeded(seed):  # the initial weights come from the seed, also with tasks in threads
+        for hdim in hidden:
+            layers += [torch.nn.Linear(width, hdim), torch.nn.ReLU()]
+            width = hdim
+        layers.append(torch.nn.Linear(width, n_classes))
     module = torch.nn.Sequential(*layers)
     opt = torch.optim.Adam(module.parameters(), lr=lr, weight_decay=weight_decay)
     Xt = torch.as_tensor(np.asarray(X, dtype=np.float32))

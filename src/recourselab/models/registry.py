@@ -307,14 +307,13 @@ def _build_tabnet(p: dict[str, Any], ctx: FitContext) -> Any:
 
 
 def _fit_tabnet(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
-    import torch
+    from recourselab.orchestration import torch_seeded
 
     kw = {"max_epochs": 100, "patience": 10, "batch_size": 1024, "virtual_batch_size": 128,
           **getattr(est, "_recourselab_fit", {})}
     kw["batch_size"] = min(kw["batch_size"], len(y))
     kw["virtual_batch_size"] = min(kw["virtual_batch_size"], kw["batch_size"])
-    torch.manual_seed(ctx.seed)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+    with torch_seeded(ctx.seed), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")  # "best weights from best epoch are automatically used"
         est.fit(X.astype(np.float32), y, eval_set=[(ctx.X_val.astype(np.float32), ctx.y_val)],
                 eval_metric=["logloss"], compute_importance=False, drop_last=False, **kw)
