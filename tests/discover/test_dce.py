@@ -63,6 +63,24 @@ def test_dce_rejects_non_differentiable_models(toy):
         DCE(toy.model, schema=toy.schema)
 
 
+def test_dce_checks_the_models_outputs_like_discover(toy):
+    import torch
+
+    from recourselab.errors import DataError
+
+    torch.manual_seed(0)
+    one_logit = TorchClassifier(torch.nn.Linear(toy.X.shape[1], 1))
+    with pytest.raises(DataError, match=r"probabilities of shape \(40, 1\), expected \(40, 2\)"):
+        DCE(one_logit, schema=toy.schema, max_iter=2).explain(toy.factuals, TARGET)
+
+    class NaNs(torch.nn.Module):
+        def forward(self, x):
+            return torch.full((len(x), 2), float("nan"), dtype=x.dtype)
+
+    with pytest.raises(DataError, match="non-finite in 40 of 40 rows"):
+        DCE(TorchClassifier(NaNs()), schema=toy.schema, max_iter=2).explain(toy.factuals, TARGET)
+
+
 def test_dce_stop_certified_ends_at_the_first_certified_edited_iterate(toy, mlp):
     kw = dict(max_iter=10, metric_projections=200, U_x=100.0, U_y=10.0)
     res = DCE(mlp, schema=toy.schema, stop="certified", **kw).explain(toy.factuals, TARGET)

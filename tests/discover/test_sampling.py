@@ -33,3 +33,7 @@ def test_bad_arguments():
         sample_factuals(np.zeros(3), 2, pool="some")
     with pytest.raises(DataError, match="1-D"):
         sample_factuals(np.zeros((3, 2)), 2)
+    with pytest.raises(DataError, match=r"integer n >= 1 rows, got 2\.0"):
+        sample_factuals(np.zeros(3), 2.0)
+    with pytest.raises(DataError, match="scores must be finite, got 2 NaN or infinite of 5"):
+        sample_factuals(np.array([0.1, np.nan, 0.9, 0.2, np.inf]), 4)

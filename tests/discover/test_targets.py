@@ -86,7 +86,20 @@ def test_mappings_take_parameters_at_the_top_level_too_and_never_drop_them():
     ("beta", {"seed": 1.7}, r"seed must be an integer >= 0, got 1\.7"),
     ("values", {"values": [[0.5, 0.5]]}, r"flat sequence, got shape \(1, 2\)"),
     ("values", {"values": ["high"]}, r"values must be numbers in \[0, 1\]"),
+    ("beta", {"n": -3}, r"n must be None or an integer >= 1 \(rows\), got -3"),
+    ("beta", {"n": 2.5}, r"n must be None or an integer >= 1 \(rows\), got 2\.5"),
+    ("beta", {"n": "30"}, r"got '30'"),
 ])
 def test_target_parameters_of_the_wrong_type_are_refused_when_built(kind, params, pattern):
     with pytest.raises(DataError, match=pattern):
         make_target(kind, **params)
+
+
+def test_targets_built_directly_are_checked_too():
+    with pytest.raises(UnknownTargetError, match="unknown target 'nope'; valid targets: constant, beta"):
+        Target("nope")
+    with pytest.raises(DataError, match="seed must be an integer >= 0, got -1"):
+        Target("beta", seed=-1)
+    with pytest.raises(DataError, match="n must be None or an integer >= 1"):
+        Target("constant", n=0)
+    assert Target("beta", {"a": 0.1, "b": 0.9}, seed=np.int64(3), n=5).values(5).shape == (5,)

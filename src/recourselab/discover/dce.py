@@ -34,6 +34,7 @@ from recourselab.discover.solver import (
     DiscoverResult,
     NotCertifiedWarning,
     directions_at,
+    favourable_scores,
     input_threshold,
     original_frame,
     prepare_run,
@@ -136,7 +137,7 @@ class DCE:
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
         self.queries += len(X)
-        return self.model.predict_proba(X)[:, self.schema.favourable_index]
+        return favourable_scores(self.model, X, self.schema, self.settings.budget)  # shape and range checked
 
     def explain(self, factuals: np.ndarray | pd.DataFrame,
                 target: Target | Mapping[str, Any] | str) -> DiscoverResult:

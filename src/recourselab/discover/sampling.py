@@ -8,6 +8,7 @@ rows are taken instead, and when the data holds fewer than ``n`` rows, all of th
 from __future__ import annotations
 
 import logging
+import numbers
 from typing import Literal
 
 import numpy as np
@@ -36,8 +37,11 @@ def sample_factuals(scores: np.ndarray, n: int, *, seed: int = 0, pool: Literal[
     scores = np.asarray(scores, dtype=float)
     if scores.ndim != 1:
         raise DataError(f"scores must be 1-D, got shape {scores.shape}")
-    if n < 1:
-        raise DataError(f"the factual sample needs n >= 1 rows, got {n}")
+    if not np.isfinite(scores).all():
+        raise DataError(f"scores must be finite, got {int((~np.isfinite(scores)).sum())} NaN or infinite of "
+                        f"{len(scores)}")
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise DataError(f"the factual sample needs an integer n >= 1 rows, got {n!r}")
     if pool not in ("unfavourable", "all"):
         raise DataError(f"unknown factual pool {pool!r}; valid: unfavourable, all")
     rng = np.random.default_rng(seed)

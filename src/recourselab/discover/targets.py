@@ -79,6 +79,15 @@ class Target:
     seed: int = 0
     n: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.kind not in TARGETS:
+            raise UnknownTargetError(f"unknown target {self.kind!r}; valid targets: {', '.join(TARGETS)}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
+            raise DataError(f"target {self.kind!r}: seed must be an integer >= 0, got {self.seed!r}")
+        if self.n is not None and (isinstance(self.n, bool) or not isinstance(self.n, numbers.Integral)
+                                   or self.n < 1):
+            raise DataError(f"target {self.kind!r}: n must be None or an integer >= 1 (rows), got {self.n!r}")
+
     def values(self, n: int, factual_scores: np.ndarray | None = None) -> np.ndarray:
         """The ``n`` target outputs y* in [0, 1], shape (n,).
 
@@ -129,11 +138,10 @@ def make_target(kind: str, *, seed: int = 0, n: int | None = None, **params: Any
     """
     if kind not in TARGETS:
         raise UnknownTargetError(f"unknown target {kind!r}; valid targets: {', '.join(TARGETS)}")
+    Target(kind, seed=seed, n=n)  # kind, seed and n checked before the parameters
     unknown = sorted(set(params) - set(_PARAMS[kind]))
     if unknown:
         raise DataError(f"target {kind!r}: unknown parameters {unknown}; valid: {', '.join(_PARAMS[kind])}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise DataError(f"target {kind!r}: seed must be an integer >= 0, got {seed!r}")
     wrong = [f"{k}={v!r}" for k, v in params.items() if k not in ("values", "oriented")
              and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v))]
     if "oriented" in params and not isinstance(params["oriented"], bool):
