@@ -363,3 +363,14 @@ def test_lambda_grid_needs_non_negative_values(grid):
     with pytest.raises(ConfigError, match=rf"train_flow\.lambda_grid\.{key}: needs at least one value, all >= 0"):
         parse_params({"train_flow": {"lambda_grid": grid}})
     assert parse_params({"train_flow": {"lambda_grid": {key: [0.0, 0.3]}}}).train_flow.lambda_grid == {key: [0.0, 0.3]}
+
+
+@pytest.mark.parametrize(("raw", "where"), [
+    ({"train_flow": {"lambda_den": float("inf")}}, "train_flow.lambda_den"),
+    ({"generate": {"jitter": float("-inf")}}, "generate.jitter"),
+    ({"train_flow": {"lambda_grid": {"lambda_cost": [0.2, float("inf")]}}}, "train_flow.lambda_grid.lambda_cost.1"),
+    ({"discover": {"solver": {"step": float("nan")}}}, "discover.solver.step"),
+])
+def test_infinite_and_nan_numbers_are_refused_where_they_are(raw, where):
+    with pytest.raises(ConfigError, match=rf"{where}: Input should be a finite number"):
+        parse_params(raw, "params.yaml")

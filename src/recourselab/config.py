@@ -25,9 +25,9 @@ PROFILES_DIR = "profiles"
 
 
 class StrictModel(BaseModel):
-    """Base of every params section: frozen, unknown keys rejected."""
+    """Base of every params section: frozen, unknown keys rejected, numbers finite."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _validate_strict(model: type[StrictModel], data: dict[str, Any]) -> Any:

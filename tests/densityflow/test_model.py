@@ -266,12 +266,13 @@ def test_bad_input(moons, trained):
 
 
 @pytest.mark.parametrize(("setting", "pattern"), [
-    ({"lambda_cost": -1}, r"lambda_cost=-1 \(a number >= 0\)"),
-    ({"noise_ratio": 0.0}, r"noise_ratio=0\.0 \(a number > 0\)"),
+    ({"lambda_cost": -1}, r"lambda_cost=-1 \(a finite number >= 0\)"),
+    ({"noise_ratio": 0.0}, r"noise_ratio=0\.0 \(a finite number > 0\)"),
+    ({"lambda_den": float("inf")}, r"lambda_den=inf \(a finite number >= 0\)"),
     ({"epochs": 0}, r"epochs=0 \(an integer >= 1\)"),
     ({"n_starts": 2.5}, r"n_starts=2\.5 \(an integer >= 1\)"),
     ({"batch_size": True}, r"batch_size=True \(an integer >= 1\)"),
-    ({"jitter": float("nan")}, r"jitter=nan \(a number >= 0\)"),
+    ({"jitter": float("nan")}, r"jitter=nan \(a finite number >= 0\)"),
     ({"density_quantile": 1.0}, r"density_quantile=1\.0 \(None or in \(0, 1\)\)"),
     ({"score_mode": "mean"}, r"score_mode='mean' \('target' or 'max'\)"),
     ({"ema_decay": 1.0}, r"ema_decay=1\.0 \(in \[0, 1\)\)"),

@@ -126,10 +126,10 @@ def _is_num(v: Any) -> bool:
 
 def _config_checks(c: DensityFlowConfig) -> list[tuple[str, str, bool]]:
     """(setting, rule, holds) for every range rule of :class:`DensityFlowConfig`."""
-    checks = [(name, "a number >= 0", _is_num(getattr(c, name)) and getattr(c, name) >= 0)
+    checks = [(name, "a finite number >= 0", _is_num(getattr(c, name)) and getattr(c, name) >= 0)
               for name in ("lambda_valid", "lambda_cost", "lambda_den", "lambda_noise", "weight_decay", "lr_min",
                            "jitter")]
-    checks += [(name, "a number > 0", _is_num(getattr(c, name)) and getattr(c, name) > 0)
+    checks += [(name, "a finite number > 0", _is_num(getattr(c, name)) and getattr(c, name) > 0)
                for name in ("noise_ratio", "beta", "c_floor", "lr_g", "lr_phi", "rtol_train", "atol_train",
                             "rtol_test", "atol_test", "distill_lr_phi", "distill_lr_g")]
     checks += [(name, "an integer >= 1", _is_int(getattr(c, name)) and getattr(c, name) >= 1)
