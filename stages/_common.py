@@ -13,7 +13,8 @@ log = logging.getLogger("recourselab.stages")
 
 
 def parser(step: str, doc: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=f"recourselab {step}", description=doc)
+    # no abbreviations: `recourselab <stage>` rewrites the relative paths of full option names only
+    ap = argparse.ArgumentParser(prog=f"recourselab {step}", description=doc, allow_abbrev=False)
     ap.add_argument("--dataset", required=True, help="dataset name (from params.yaml `datasets`)")
     ap.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file")
     ap.add_argument("--out", type=Path, default=None, help="output root (default: data/<stage folder>)")

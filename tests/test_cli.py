@@ -70,3 +70,23 @@ def test_pipeline_env_creates_the_prefect_home_on_a_fresh_checkout(monkeypatch, 
     home = tmp_path / ".recourselab" / "prefect"
     assert env["PREFECT_HOME"] == str(home) and home.is_dir()
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+
+
+def test_profile_from_a_subfolder_writes_the_projects_params(monkeypatch, tmp_path):
+    import shutil
+
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "stages").mkdir()
+    shutil.copytree(REPO_ROOT / "profiles", tmp_path / "profiles")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert cli.main(["profile", "tiny"]) == 0
+    assert "datasets:\n- moons\n" in (tmp_path / "params.yaml").read_text()
+    assert not (tmp_path / "sub" / "params.yaml").exists()
+
+
+def test_stage_options_cannot_be_abbreviated(monkeypatch, capsys):
+    monkeypatch.chdir(REPO_ROOT)
+    with pytest.raises(SystemExit) as exc:  # "--prep" would escape the relative-path rewriting
+        cli.main(["train_flow", "--dataset", "moons", "--prep", "some/folder"])
+    assert exc.value.code == 2 and "unrecognized arguments: --prep some/folder" in capsys.readouterr().err

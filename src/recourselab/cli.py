@@ -102,11 +102,13 @@ def repro(dvc_args: list[str]) -> int:
         return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
 
 
-def switch_profile(name: str, params_path: Path) -> int:
+def switch_profile(name: str, params_path: Path | None) -> int:
+    """Write profile ``name`` to ``params_path`` (default: the project's params.yaml, from any subfolder)."""
     from recourselab.config import dump_params, render_profile
     from recourselab.io import write_bytes
 
     root = project_root()
+    params_path = root / "params.yaml" if params_path is None else params_path
     params = render_profile(name, root)
     write_bytes(params_path, dump_params(params).encode())
     log.info("wrote profile %r to %s; `dvc repro` reruns exactly what changed", name, params_path)
@@ -132,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("args", nargs=argparse.REMAINDER, help="extra arguments for dvc repro")
     sp = sub.add_parser("profile", help="write params.yaml from a profile (default, tiny, paper, ...)")
     sp.add_argument("name", nargs="?", help="profile name; omit to list them")
-    sp.add_argument("--params", type=Path, default=Path("params.yaml"))
+    sp.add_argument("--params", type=Path, default=None,
+                    help="file to write (default: params.yaml at the project root)")
     sub.add_parser("fetch-data", help="download and verify the registry-shipped dataset files")
     sub.add_parser("datasets", help="list the built-in datasets")
     return ap
