@@ -7,7 +7,6 @@ ensemble under its ``ensemble`` key.
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from recourselab.config import Params
 from recourselab.data import load_prepared
 from recourselab.io import read_json, write_json
+from recourselab.metrics.robustness import mean_std
 from recourselab.models.ensemble import member_entry, model_filename, write_manifest
 from recourselab.models.tuning import Split, tune_model
 from recourselab.orchestration import (
@@ -62,15 +62,14 @@ def tuned_models(params: Params) -> list[str]:
 
 
 def summarize(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, Any]:
-    """Mean and sample standard deviation (ddof 1) over seeds of every member's metrics."""
+    """Mean and sample standard deviation (ddof 1; None for one seed) over seeds of every member's metrics."""
     members = next(iter(per_seed.values()))
     out: dict[str, Any] = {}
     for name in members:
         out[name] = {}
         for metric in members[name]:
             values = [per_seed[s][name][metric] for s in per_seed]
-            out[name][metric] = {"mean": statistics.fmean(values),
-                                 "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+            out[name][metric] = mean_std(values)
     return {"seeds": sorted(per_seed), "members": out}
 
 

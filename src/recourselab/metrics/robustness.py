@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,17 +51,22 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     return out
 
 
+def mean_std(values: Sequence[float]) -> dict[str, float | None]:
+    """``{"mean", "std"}`` of per-seed values: the sample standard deviation (ddof 1), None for one value."""
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else None}
+
+
 def summarize_seeds(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     """Mean, sample standard deviation (ddof 1) and count ``n`` over seeds of every numeric (possibly nested) metric.
 
     A metric missing or None in some seeds (e.g. an iteration that never happened, or a NaN
-    that JSON stored as null) is summarised over the seeds that have it; ``n`` says how many.
+    that JSON stored as null) is summarised over the seeds that have it; ``n`` says how many
+    (``std`` is None where ``n`` is 1).
     """
     flat = {s: _flatten(m) for s, m in per_seed.items()}
     keys = dict.fromkeys(k for f in flat.values() for k in f)
     summary = {}
     for k in keys:
         values = [flat[s][k] for s in flat if k in flat[s]]
-        summary[k] = {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                      "n": len(values)}
+        summary[k] = {**mean_std(values), "n": len(values)}
     return {"seeds": sorted(per_seed), "per_seed": {str(s): dict(m) for s, m in per_seed.items()}, "summary": summary}
