@@ -315,6 +315,16 @@ def test_missing_feature_column(mixed):
         schema.transform(frame.drop(columns=["ratio"]))
 
 
+def test_a_feature_column_given_twice_is_named(mixed):
+    frame, schema = mixed
+    doubled = pd.concat([frame, frame[["ratio"]]], axis=1)
+    with pytest.raises(DataError, match=r"input has feature columns \['ratio'\] more than once"):
+        schema.transform(doubled)
+    noted = frame.assign(note=0)
+    extra = pd.concat([noted, noted[["note"]]], axis=1)  # a repeated column that is not a feature is ignored
+    np.testing.assert_array_equal(schema.transform(extra), schema.transform(frame))
+
+
 def test_inverse_transform_wrong_width(mixed):
     _, schema = mixed
     with pytest.raises(DataError, match=r"expected encoded rows of width 9, got shape \(4, 8\)"):

@@ -250,9 +250,11 @@ def test_bad_input(moons, trained):
         trained.generate(np.zeros(2))
     with pytest.raises(DataError, match=r"generate target: class indices must lie in 0\.\.1"):
         trained.generate(X[:2], target=5)
-    for bad in (0.7, "yes", [1.0, np.nan, 0.0]):
+    for bad in (0.7, "yes", [1.0, np.nan, 0.0], np.array([1, "a", 0], dtype=object)):
         with pytest.raises(DataError, match="generate target: class indices must be finite integers"):
             trained.generate(X[:3], target=bad)
+    as_objects = np.array([1, 0, 1], dtype=object)  # integer labels held as objects (e.g. from a pandas column)
+    np.testing.assert_array_equal(trained.generate(X[:3], target=as_objects).target, [1, 0, 1])
     with pytest.raises(DataError, match=r"generate target: expected 3 class indices \(one per row\), got shape \(2,\)"):
         trained.generate(X[:3], target=np.array([1, 0]))
     with pytest.raises(DataError, match="generate: no factual rows"):

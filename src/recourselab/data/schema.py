@@ -187,6 +187,9 @@ class Schema:
         if missing:
             raise DataError(f"dataset {self.dataset!r}: input lacks feature columns {missing}; "
                             f"expected {self.feature_names}")
+        twice = sorted({str(c) for c in frame.columns[frame.columns.duplicated()] if c in self.feature_names})
+        if twice:
+            raise DataError(f"dataset {self.dataset!r}: input has feature columns {twice} more than once")
 
     def transform(self, frame: pd.DataFrame) -> np.ndarray:
         """Encode raw rows.

@@ -16,6 +16,7 @@ import io
 import json
 import logging
 import math
+import numbers
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -211,7 +212,8 @@ def class_labels(y: Any, n_rows: int, what: str, n_classes: int | None = None) -
     arr = np.asarray(y)
     if arr.ndim != 1 or len(arr) != n_rows:
         raise DataError(f"{what}: expected {n_rows} class indices (one per row), got shape {arr.shape}")
-    numeric = arr.dtype == bool or np.issubdtype(arr.dtype, np.number)
+    numeric = arr.dtype == bool or np.issubdtype(arr.dtype, np.number) or (
+        arr.dtype == object and all(isinstance(v, numbers.Real) for v in arr))  # e.g. ints held as objects
     values = arr.astype(float) if numeric else None
     if values is None or not np.isfinite(values).all() or (values % 1 != 0).any():
         raise DataError(f"{what}: class indices must be finite integers, got e.g. {arr[:3].tolist()}")
