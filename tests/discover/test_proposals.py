@@ -137,3 +137,22 @@ def test_bad_settings_and_unknown_features_are_rejected(toy):
         _space(toy, actionability={"height": "fixed"})
     with pytest.raises(DataError, match="no feature can be edited"):
         _space(toy, actionability={n: "fixed" for n in toy.schema.feature_names})
+
+
+def test_a_constant_numerical_feature_is_not_editable():
+    import pandas as pd
+
+    from recourselab.data.schema import Schema
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.normal(size=50), "c": np.full(50, 5.0), "y": rng.integers(0, 2, 50)})
+    schema = Schema.fit(frame, dataset="t", target="y", favourable=1, categorical=[])
+    X = schema.transform(frame)
+    space = ProposalSpace(schema, X[:10], DiscoverSettings())
+    assert space.num_names == ("x",) and space.n_features == 1  # "c" can never move: never proposed
+    with pytest.raises(DataError, match="no feature can be edited: every feature is immutable, fixed, excluded or "
+                                        "constant"):
+        ProposalSpace(schema, X[:10], DiscoverSettings(actionability={"x": "fixed"}))
+    moved = X[:10].copy()
+    moved[0, 1] += 1.0  # a factual off the constant value widens the range: editable again
+    assert ProposalSpace(schema, moved, DiscoverSettings()).num_names == ("x", "c")

@@ -137,7 +137,7 @@ class ProposalSpace:
                 continue
             sl = slices[f.name]
             if f.kind == "numerical":
-                if not settings.edit_numerical:
+                if not settings.edit_numerical or hi[sl.start] <= lo[sl.start]:  # off, or constant: cannot move
                     continue
                 num_cols.append(sl.start)
                 num_int.append(f.integer)
@@ -177,7 +177,7 @@ class ProposalSpace:
         self.cats = tuple(cats)
         self.n_features = len(num_cols) + len(cats)
         if self.n_features == 0:
-            raise DataError("no feature can be edited: every feature is immutable, fixed or excluded")
+            raise DataError("no feature can be edited: every feature is immutable, fixed, excluded or constant")
         mutable = np.zeros(schema.n_encoded, dtype=bool)
         mutable[self.num_cols] = True
         for c in cats:
@@ -209,7 +209,6 @@ class ProposalSpace:
         return np.concatenate(parts, axis=-1)
 
     # ------------------------------------------------------------------ primitive
-
     def numerical_values(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Encoded numerical values (..., k, n_numerical) of factual rows ``rows`` (k,) made valid:
         kept in each row's bounds (the training range widened to the row's factual value, narrowed
@@ -220,6 +219,7 @@ class ProposalSpace:
             rounded = np.clip((orig - self.num_mean) / self.num_std, self.row_lo[rows], self.row_hi[rows])
             val = np.where(self.num_integer, rounded, val)
         return val
+
     def perturb(self, base: np.ndarray, rows: np.ndarray, g: np.ndarray, chosen: np.ndarray,
                 rng: np.random.Generator) -> np.ndarray:
         """Apply one cone-guided step to the ``chosen`` features of ``base``.
