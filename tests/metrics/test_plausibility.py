@@ -87,3 +87,11 @@ def test_rq2_leaves_out_non_finite_pairs_and_needs_three():
     assert tiny["n"] == 2 and all(math.isnan(tiny[k]) for k in ("rho", "ci_low", "ci_high"))
     constant = density_variance_spearman(density, np.ones(10), n_boot=100)
     assert math.isnan(constant["rho"]) and math.isnan(constant["ci_low"])
+
+
+@pytest.mark.parametrize(("kw", "pattern"), [({"n_boot": 0}, r"n_boot must be an integer >= 1"),
+                                             ({"n_boot": 2.5}, r"n_boot must be an integer >= 1"),
+                                             ({"level": 95}, r"level must be a confidence level in \(0, 1\)")])
+def test_rq2_rejects_bad_bootstrap_settings(kw, pattern):
+    with pytest.raises(DataError, match=pattern):
+        density_variance_spearman(np.arange(10.0), np.arange(10.0), **kw)

@@ -67,5 +67,5 @@ def test_summarize_seeds_means_nested_metrics_and_tolerates_missing_ones():
     numpy = summarize_seeds({0: {"k": np.int64(2), "f": np.float32(0.5)}, 1: {"k": np.int64(4), "f": np.float32(1.5)}})
     assert numpy["summary"]["k"]["mean"] == 3.0 and numpy["summary"]["f"]["mean"] == 1.0
     assert "flag" not in s["summary"] and "name" not in s["summary"]  # bools and strings are not averaged
-    one = summarize_seeds({0: {"a": 2.0}, 1: {"a": None}})["summary"]["a"]
+    one = summarize_seeds({0: {"a": 2.0}, 1: {"a": None}, 2: {"a": float("nan")}})["summary"]["a"]
     assert one == {"mean": 2.0, "std": None, "n": 1}  # no sample std from one seed (not 0)

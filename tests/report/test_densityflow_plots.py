@@ -32,3 +32,20 @@ def test_no_trajectories_for_wider_data_and_errors_name_the_problem(tmp_path):
     with pytest.raises(DataError, match="at least one member"):
         plot_validity(tmp_path / "v.png", {}, mean=0.0, unanimous=0.0)
     assert not (tmp_path / "t.png").exists() and not (tmp_path / "v.png").exists()
+
+
+def test_validity_bars_are_labelled_and_the_legend_sits_above_them(tmp_path, monkeypatch):
+    from recourselab.report import densityflow_plots
+
+    drawn = []
+    original = densityflow_plots._save
+    monkeypatch.setattr(densityflow_plots, "_save", lambda fig, path: drawn.append(fig) or original(fig, path))
+    per_model = {"knn": 0.1, "svm": 0.12, "rf": 0.9}
+    plot_validity(tmp_path / "v.png", per_model, mean=0.37, unanimous=0.0)
+    ax = drawn[-1].axes[0]
+    assert [t.get_text() for t in ax.texts] == ["0.10", "0.12", "0.90"]  # every bar carries its value
+    assert ax.get_ylim()[0] < 0  # a unanimous line at 0 is drawn above the axis
+    fig = drawn[-1]
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.y0 >= ax.get_window_extent().y1 - 1  # above the plotting area, over no bar

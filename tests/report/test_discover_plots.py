@@ -143,6 +143,17 @@ def test_heatmap_draws_the_rows_with_the_largest_total_score(run, tmp_path, draw
     np.testing.assert_array_equal(np.asarray(image), q[:, top].T)
 
 
+def test_heatmap_ticks_name_the_drawn_rows(tmp_path, drawn):
+    q = np.zeros((5, 300))
+    q[:, 200:] = 1.0 + np.arange(100)  # only rows 200-299 score: they are the 100 drawn
+    plot_row_scores(tmp_path / "q.png", q, max_rows=100)
+    ax = drawn[-1].axes[0]
+    labels = [int(lab.get_text()) for lab in ax.get_yticklabels()]
+    positions = ax.get_yticks()
+    assert 10 <= len(labels) <= 34 and labels[0] == 200 and all(lab >= 200 for lab in labels)
+    np.testing.assert_array_equal(np.asarray(labels) - 200, positions)  # position i shows row 200 + i
+
+
 def test_trajectory_lines_sit_at_the_first_certified_and_returned_iterates(run, tmp_path, drawn):
     _, result = run
     log = result.log.copy()

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+import numbers
 import warnings
 from typing import Any
 
@@ -87,6 +88,10 @@ def density_variance_spearman(density: np.ndarray, variance: np.ndarray, *, n_bo
     ``rho`` is NaN when either input is constant or fewer than 3 pairs remain, and the CI is NaN
     unless ``rho`` is defined and at least half of the resamples are.
     """
+    if isinstance(n_boot, bool) or not isinstance(n_boot, numbers.Integral) or n_boot < 1:
+        raise DataError(f"n_boot must be an integer >= 1 (bootstrap resamples), got {n_boot!r}")
+    if not 0.0 < level < 1.0:
+        raise DataError(f"level must be a confidence level in (0, 1), e.g. 0.95, got {level!r}")
     s, v = -np.asarray(density, dtype=float), np.asarray(variance, dtype=float)
     if s.shape != v.shape or s.ndim != 1:
         raise DataError(f"density and variance must be 1-D of the same length, got {s.shape} and {v.shape}")

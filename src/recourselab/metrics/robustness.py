@@ -15,8 +15,8 @@ from recourselab.models.oracle import EnsembleOutput
 def query_set(output: EnsembleOutput, y: np.ndarray, cap: int, *, seed: int = 0) -> np.ndarray:
     """Indices of rows that every member classifies correctly, in ascending order.
 
-    When more than ``cap`` rows qualify, ``cap`` of them are drawn at random (``seed``), so the
-    set does not depend on the file's row order.
+    When more than ``cap`` rows qualify, ``cap`` of them are drawn at random (``seed``) from all
+    of them, not taken from the top of the file.
     """
     correct = np.flatnonzero((output.member_labels == np.asarray(y)[None, :]).all(axis=0))
     if len(correct) <= cap:
@@ -46,8 +46,8 @@ def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
         key = f"{prefix}{k}"
         if isinstance(v, Mapping):
             out.update(_flatten(v, f"{key}."))
-        elif isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)):
-            out[key] = float(v)
+        elif isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) and np.isfinite(v):
+            out[key] = float(v)  # NaN (e.g. a correlation of a constant column) counts as missing, like None
     return out
 
 
@@ -59,8 +59,8 @@ def mean_std(values: Sequence[float]) -> dict[str, float | None]:
 def summarize_seeds(per_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     """Mean, sample standard deviation (ddof 1) and count ``n`` over seeds of every numeric (possibly nested) metric.
 
-    A metric missing or None in some seeds (e.g. an iteration that never happened, or a NaN
-    that JSON stored as null) is summarised over the seeds that have it; ``n`` says how many
+    A metric missing, None or NaN in some seeds (e.g. an iteration that never happened, or a
+    correlation of a constant column) is summarised over the seeds that have it; ``n`` says how many
     (``std`` is None where ``n`` is 1).
     """
     flat = {s: _flatten(m) for s, m in per_seed.items()}

@@ -41,13 +41,14 @@ def plot_validity(path: str | Path, per_model: Mapping[str, float], *, mean: flo
     fig = Figure(figsize=(6.0, 3.4))
     ax = fig.add_subplot()
     names = list(per_model)
-    ax.bar(names, [per_model[n] for n in names], color="#4c72b0")
+    bars = ax.bar(names, [per_model[n] for n in names], color="#4c72b0")
+    ax.bar_label(bars, fmt="%.2f", fontsize=7)  # low bars stay readable
     ax.axhline(mean, color="#dd8452", lw=1.5, label=f"mean per-model {mean:.3f}")
     ax.axhline(unanimous, color="#55a868", lw=1.5, ls="--", label=f"unanimous {unanimous:.3f}")
-    ax.set_ylim(0.0, 1.05)
+    ax.set_ylim(-0.03, 1.1)  # a line at 0 stays above the axis
     ax.set_ylabel("validity")
-    ax.legend(loc="lower right", fontsize=8)
-    ax.set_title(title or "counterfactual validity per ensemble member", fontsize=10)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)  # outside the bars
+    ax.set_title(title or "counterfactual validity per ensemble member", fontsize=10, pad=22)
     fig.tight_layout()
     return _save(fig, path)
 

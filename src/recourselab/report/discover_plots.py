@@ -233,8 +233,8 @@ def plot_row_scores(path: str | Path, row_scores: np.ndarray, *, selected: Seque
                            edgecolors="white", linewidths=0.8)
     ax.set_xlabel("iteration")
     ax.set_ylabel("row" if len(shown) == n else f"row (top {len(shown)} of {n} by total q_i)")
-    if len(shown) <= 30:
-        ax.set_yticks(np.arange(len(shown)), [str(r) for r in shown], fontsize="x-small")
+    every = max(1, int(np.ceil(len(shown) / 30)))  # at most about 30 labels, always the rows' own numbers
+    ax.set_yticks(np.arange(len(shown))[::every], [str(r) for r in shown[::every]], fontsize="x-small")
     ax.set_title(title or "row scores q_i (markers: editable rows; filled: accepted)")
     fig.tight_layout()
     return _save(fig, path)
