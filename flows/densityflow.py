@@ -12,6 +12,7 @@ import functools
 import hashlib
 import itertools
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +94,15 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     # Resumable training states live beside the staged artifacts (outside DVC's outs, which
     # DVC deletes before a stage runs); an interrupted run picks them up on the next call.
     checkpoints = Path(staging_root).parent / "checkpoints" / "train_flow" / dataset / f"seed={seed}"
+    start = time.perf_counter()
     with limit_threads(n_threads):
         box = _ensemble(ensemble_dir, prepared.schema, members) if len(combos) > 1 else None
         Xv, yv = prepared.arrays("val")
         for combo in combos:
             model = DensityFlow(schema=prepared.schema, device=device, **flow_settings(section, seed, **combo))
+            fit_start = time.perf_counter()
             model.fit(X, y, checkpoint_dir=checkpoints)
+            model_fit_time = time.perf_counter() - fit_start
             score = None
             if box is not None:
                 q = query_set(box.query(Xv, budget="selection"), yv, 400, seed=seed)
@@ -108,11 +112,14 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
                 selection.append({**combo, "val_validity": score})
             if best is None or (score is not None and score > best_score):
                 best, best_score = model, score if score is not None else -1.0
+                fit_time = model_fit_time
+    timing = {"fit_time_s": fit_time, "train_flow_time_s": time.perf_counter() - start, "combinations": len(combos)}
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "step": "train_flow",
                   "params_hash": section_hash(section), "code_version": __version__, "code_hash": code}
     writers = {"train_log.parquet": lambda p: write_parquet(p, best.log_.frame(), provenance)}
     return stage_artifacts(Path(staging_root) / "train_flow" / dataset / f"seed={seed}",
-                           {**writers, **_model_writers(best), "selection.json": lambda p: write_json(p, selection)})
+                           {**writers, **_model_writers(best), "selection.json": lambda p: write_json(p, selection),
+                            "train_flow.json": lambda p: write_json(p, timing)})
 
 
 def _model_writers(model: DensityFlow) -> dict[str, Any]:
@@ -131,8 +138,12 @@ def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, 
         model = DensityFlow.load(flow_dir, schema=prepared.schema, device=device)
         model.with_settings(**distill_settings(section))
         box = _ensemble(ensemble_dir, prepared.schema, members, budgets={"distill": section["budget"]})
+        start = time.perf_counter()
         used = model.distill(box, X, y, budget=section["budget"])
-    report = {"queries_used": used, "budget": section["budget"], "oracle_count": box.used("distill")}
+        seconds = time.perf_counter() - start
+    trained = Path(flow_dir) / "train_flow.json"
+    report = {"queries_used": used, "budget": section["budget"], "oracle_count": box.used("distill"),
+              "distill_time_s": seconds, "fit_time_s": read_json(trained)["fit_time_s"] if trained.is_file() else None}
     return stage_artifacts(Path(staging_root) / "distill" / dataset / f"seed={seed}",
                            {**_model_writers(model), "distill.json": lambda p: write_json(p, report)})
 
@@ -153,7 +164,9 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         box = _ensemble(ensemble_dir, schema, members)
         test_out = box.query(Xte, budget="evaluation")
         q = query_set(test_out, yte, section["max_queries"], seed=seed)
+        start = time.perf_counter()
         res = model.generate(Xte[q], target=_flip(yte[q], schema.n_classes))
+        generate_time = time.perf_counter() - start
         out = box.query(res.counterfactuals, budget="evaluation")
         X, y = prepared.arrays("train")
         plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, reference=(Xte, yte), seed=seed),
@@ -165,7 +178,9 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
             paths, path_ends = shown.trajectories, shown.counterfactuals
     distilled = read_json(Path(flow_dir) / "distill.json") if (Path(flow_dir) / "distill.json").is_file() else {}
     metrics = {**counterfactual_metrics(res, out, int(distilled.get("queries_used", 0))), "n_queries": int(len(q)),
-               "evaluation_queries": int(box.used("evaluation")), **plausible}
+               "evaluation_queries": int(box.used("evaluation")), **plausible,
+               "fit_time_s": distilled.get("fit_time_s"), "distill_time_s": distilled.get("distill_time_s"),
+               "generate_time_s": generate_time}
     table = pd.DataFrame({"row_id": row_id[q], "target": res.target})
     table[[f"cf__{c}" for c in schema.encoded_columns]] = res.counterfactuals
     table = pd.concat([table, res.counterfactuals_original.add_prefix("cf_original__")], axis=1)

@@ -30,8 +30,10 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     common = dict(dataset="moons", prepared_root=root["prepared"], ensemble_root=root["ensemble"], cache_root=cache)
     df_module.run(df_module.train_flow_flow, params, out_root=root["densityflow"], **common)
     trained = root["densityflow"] / "moons" / "seed=0"
-    assert {"surrogate.pt", "generator.pt", "densityflow.json", "train_log.parquet", "selection.json"} <= {
-        p.name for p in trained.iterdir()}
+    assert {"surrogate.pt", "generator.pt", "densityflow.json", "train_log.parquet", "selection.json",
+            "train_flow.json"} <= {p.name for p in trained.iterdir()}
+    timing = read_json(trained / "train_flow.json")
+    assert timing["combinations"] == 2 and 0 < timing["fit_time_s"] < timing["train_flow_time_s"]
     selection = read_json(trained / "selection.json")
     assert [s["lambda_cost"] for s in selection] == [0.2, 0.6]
     assert read_json(trained / "densityflow.json")["config"]["lambda_cost"] == max(
@@ -42,7 +44,9 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
 
     df_module.run(df_module.distill_flow, params, flow_root=root["densityflow"], out_root=root["distill"], **common)
     report = read_json(root["distill"] / "moons" / "seed=0" / "distill.json")
+    times = {k: report.pop(k) for k in ("distill_time_s", "fit_time_s")}
     assert report == {"queries_used": 30, "budget": 30, "oracle_count": 30}  # 3 x 2 x 8 = 48 wanted
+    assert times["fit_time_s"] == timing["fit_time_s"] and times["distill_time_s"] > 0  # carried downstream
 
     calls = []
     original = df_module.DensityFlow.generate
@@ -57,6 +61,8 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     summary = read_json(root["metrics"] / "moons" / "densityflow.json")
     seed0 = summary["per_seed"]["0"]
     assert seed0["queries_used"] == 30 and seed0["n_queries"] == 25
+    assert (seed0["fit_time_s"], seed0["distill_time_s"]) == (times["fit_time_s"], times["distill_time_s"])
+    assert seed0["generate_time_s"] > 0
     valid = np.mean([(table[f"label__{m}"] == table["target"]).mean() for m in ("knn", "xgboost")])
     assert seed0["mean_per_model"] == valid
     assert summary["summary"]["cost_l2"]["mean"] == table["cost_l2"].mean()
