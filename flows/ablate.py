@@ -90,7 +90,8 @@ def ablate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root
     """Run the ablation of ``dataset`` for the first ``ablate.n_seeds`` seeds."""
     sub = params.model_copy(update={"seeds": list(params.seeds[:params.ablate.n_seeds])})
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root, "recourse": recourse_root}
-    section = {"ablate": params.ablate.model_dump(mode="json"), "distill": params.distill.model_dump(mode="json"),
+    # only what the task uses: which datasets and how many seeds are ablated do not change a seed's result
+    section = {"ablate": {"variants": list(params.ablate.variants)}, "distill": params.distill.model_dump(mode="json"),
                "generate": params.generate.model_dump(mode="json")}
     results = _run(ablate, sub, dataset, roots, section, out_root, cache_root,
                    ["prepared", "ensemble", "flow", "recourse"], ABLATE_CODE)

@@ -53,6 +53,8 @@ GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility", "recourselab.report.
 RQ2_ROWS = 2000
 #: Queries whose ODE paths are drawn in ``trajectories.png`` (2-D datasets).
 TRAJECTORY_ROWS = 60
+#: Reports in upstream folders that are not inputs of the next step (timings): left out of its key.
+REPORTS = ("train_flow.json",)
 TRAIN_KEYS = ("lambda_valid", "lambda_cost", "lambda_den", "noise_ratio", "lambda_noise", "beta", "score_mode",
               "hidden", "epochs", "min_steps", "density_quantile", "batch_size", "lr_g", "lr_phi", "weight_decay",
               "warmup_epochs", "ema_decay", "adjoint", "field_spectral_norm", "max_train_rows")
@@ -257,8 +259,8 @@ def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[s
     for slot, seed in enumerate(params.seeds):
         dirs = {k: str(Path(v) / dataset / f"seed={seed}") for k, v in roots.items()}
         _require_upstream(dirs, upstream_dirs)
-        upstream = "+".join(_members_fingerprint(dirs[k], members) if k == "ensemble" else dir_fingerprint(dirs[k])
-                            for k in upstream_dirs)
+        upstream = "+".join(_members_fingerprint(dirs[k], members) if k == "ensemble"
+                            else dir_fingerprint(dirs[k], exclude=REPORTS) for k in upstream_dirs)
         calls.append(dict(dataset=dataset, seed=seed, section=section, upstream=upstream, code=code,
                           staging_root=str(Path(cache_root) / "artifacts"), device=pick_device(slot),
                           n_threads=n_threads, members=members, **{f"{k}_dir": dirs[k] for k in roots}))
@@ -279,7 +281,9 @@ def train_flow_flow(dataset: str, params: Params, prepared_root: Path, ensemble_
                     cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root}
     section = params.train_flow.for_dataset(dataset).model_dump(mode="json")
-    return _run(train_flow, params, dataset, roots, section, out_root, cache_root, ["prepared", "ensemble"])
+    # the ensemble is used (and keyed) only to select among lambda_grid combinations
+    upstream = ["prepared", "ensemble"] if section["lambda_grid"] else ["prepared"]
+    return _run(train_flow, params, dataset, roots, section, out_root, cache_root, upstream)
 
 
 @flow(name="distill", validate_parameters=False)

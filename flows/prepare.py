@@ -39,9 +39,10 @@ def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path)
     The dataset is read and validated once, before any task runs or any file is written.
     """
     raw = load_dataset(dataset, params)
-    # Each dataset's immutables reach the task through raw.fingerprint (its spec), so another
-    # dataset's prepare.immutable entry does not change this dataset's key or provenance.
-    section = params.prepare.model_dump(mode="json", exclude={"immutable"})
+    # Only the split reaches the task as a setting: the data settings (n_synthetic, data_seed,
+    # chessboard_std, max_rows, each dataset's immutables) shape the frame and its spec, so they reach
+    # it through raw.fingerprint, and a setting of another dataset changes neither key nor provenance.
+    section = {"split": list(params.prepare.split)}
     code = code_fingerprint("flows.prepare", "recourselab.config", "recourselab.data", "recourselab.io")
     calls = [dict(dataset=dataset, seed=s, section=section, fingerprint=raw.fingerprint, code=code,
                   staging_root=str(Path(cache_root) / "artifacts"), raw=raw) for s in params.seeds]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 from pathlib import Path
 
 from recourselab.config import Params, load_params
-from recourselab.errors import RecourselabError
+from recourselab.data.registry import BUILTIN_DATASETS
+from recourselab.errors import ConfigError, RecourselabError
 
 log = logging.getLogger("recourselab.stages")
 
@@ -27,7 +29,14 @@ def setup(args: argparse.Namespace) -> Params:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    return load_params(args.params)
+    params = load_params(args.params)
+    known = [*params.datasets, *(n for n in [*BUILTIN_DATASETS, *params.data.custom] if n not in params.datasets)]
+    if args.dataset not in known:  # a typo: name it before a stage looks for its upstream folders
+        close = difflib.get_close_matches(args.dataset, known, 1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown dataset {args.dataset!r}{hint}; params.yaml `datasets`: "
+                          f"{', '.join(params.datasets)}; built-in and custom: {', '.join(known)}")
+    return params
 
 
 def cache_root(params: Params, params_file: Path) -> Path:

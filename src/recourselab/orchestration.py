@@ -163,10 +163,11 @@ def pick_device(slot: int = 0) -> str:
     return "cpu"
 
 
-def dir_fingerprint(directory: str | Path) -> str:
-    """sha256 over the names and contents of the files directly in ``directory`` (upstream keys)."""
+def dir_fingerprint(directory: str | Path, exclude: Sequence[str] = ()) -> str:
+    """sha256 over the names and contents of the files directly in ``directory`` (upstream keys),
+    except the file names in ``exclude`` (reports such as timings, which are not inputs)."""
     h = hashlib.sha256()
-    for f in sorted(p for p in Path(directory).iterdir() if p.is_file()):
+    for f in sorted(p for p in Path(directory).iterdir() if p.is_file() and p.name not in exclude):
         h.update(f.name.encode())
         h.update(sha256_file(f).encode())
     return h.hexdigest()

@@ -58,3 +58,7 @@ def test_ablation_variants_are_scored_beside_the_full_method(tmp_path, params_fa
 
     ablate_module.run(ablate_module.ablate_flow, params, **kw)
     assert len(fits) == 1, "second ablate run was not a cache hit"
+    more = params.model_copy(update={"ablate": params.ablate.model_copy(
+        update={"datasets": [*params.ablate.datasets, "circles"], "n_seeds": 2})})
+    ablate_module.run(ablate_module.ablate_flow, more, **kw)  # another dataset, one more seed
+    assert len(fits) == 2, "seed 0 was retrained although only ablate.datasets / n_seeds changed"

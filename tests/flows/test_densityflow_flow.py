@@ -94,3 +94,26 @@ def test_missing_upstream_outputs_name_the_stage_to_run(tmp_path, params_factory
     (tmp_path / "prepared" / "moons" / "seed=0" / "schema.json").write_text("{}")
     with pytest.raises(DataError, match=r"no ensemble outputs in .*; run the tune_ensemble stage first"):
         df_module._calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])
+
+
+def test_train_flow_keys_on_the_ensemble_only_with_a_lambda_grid(params_factory, monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(df_module, "_run", lambda *a, **k: seen.append(a[-1]))
+    for grid in ({}, {"lambda_cost": [0.2, 0.4]}):
+        params = params_factory(datasets=["moons"], train_flow={"lambda_grid": grid})
+        df_module.train_flow_flow.fn(dataset="moons", params=params, prepared_root=tmp_path, ensemble_root=tmp_path,
+                                     out_root=tmp_path, cache_root=tmp_path)
+    assert seen == [["prepared"], ["prepared", "ensemble"]]  # re-tuning a member does not retrain without a grid
+
+
+def test_timing_reports_are_not_part_of_upstream_keys(tmp_path):
+    from recourselab.orchestration import dir_fingerprint
+
+    (tmp_path / "generator.pt").write_bytes(b"weights")
+    (tmp_path / "train_flow.json").write_text('{"fit_time_s": 1.0}')
+    before = dir_fingerprint(tmp_path, exclude=df_module.REPORTS)
+    (tmp_path / "train_flow.json").write_text('{"fit_time_s": 2.0}')
+    assert dir_fingerprint(tmp_path, exclude=df_module.REPORTS) == before
+    assert dir_fingerprint(tmp_path) != before
+    (tmp_path / "generator.pt").write_bytes(b"other weights")
+    assert dir_fingerprint(tmp_path, exclude=df_module.REPORTS) != before

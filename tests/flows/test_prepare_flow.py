@@ -94,3 +94,16 @@ def test_immutables_of_another_dataset_keep_the_cache(tmp_path, params_factory, 
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
     schema = Schema.load(tmp_path / "c" / "moons" / "seed=4" / "schema.json")
     assert [f.name for f in schema.features if f.immutable] == ["x1"]
+
+
+def test_data_settings_key_the_cache_only_where_they_change_the_data(tmp_path, params_factory, counting):
+    cache = tmp_path / "cache"
+    base = params_factory(datasets=["moons"], seeds=[6], prepare={"n_synthetic": 200}, orchestration=THREADS)
+    prepare_module.run_prepare("moons", base, tmp_path / "a", cache)
+    chess_only = params_factory(datasets=["moons"], seeds=[6], orchestration=THREADS,
+                                prepare={"n_synthetic": 200, "chessboard_std": 0.2})  # not a moons setting
+    assert prepare_module.run_prepare("moons", chess_only, tmp_path / "b", cache)[0].cached
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")  # provenance included
+    more = params_factory(datasets=["moons"], seeds=[6], prepare={"n_synthetic": 300}, orchestration=THREADS)
+    assert not prepare_module.run_prepare("moons", more, tmp_path / "c", cache)[0].cached  # other rows
+    assert counting == [6, 6]

@@ -31,3 +31,13 @@ def test_a_dataset_outside_the_pipeline_is_a_one_line_error(tmp_path, caplog):
     assert ablate.main(argv) == 1
     assert "'heloc' is not in datasets ['moons', 'circles'" in caplog.text
     assert not (tmp_path / "out").exists()
+
+
+def test_a_misspelled_dataset_is_named_with_a_suggestion_by_every_stage(tmp_path, caplog):
+    from stages import discover, distill, generate, train_flow, tune_ensemble
+
+    for stage in (tune_ensemble, train_flow, distill, generate, discover, ablate):
+        caplog.clear()
+        assert stage.main(["--dataset", "moon", "--params", _params(tmp_path), "--out", str(tmp_path / "o")]) == 1
+        assert "unknown dataset 'moon' (did you mean 'moons'?)" in caplog.text, stage.__name__
+    assert not (tmp_path / "o").exists()
