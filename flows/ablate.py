@@ -24,7 +24,7 @@ from flows.densityflow import GENERATE_CODE, _ensemble, _run, counterfactual_met
 from recourselab.config import ABLATION_VARIANTS, Params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
-from recourselab.io import read_json, write_json
+from recourselab.io import read_json, read_parquet, write_json
 from recourselab.metrics import summarize_seeds
 from recourselab.orchestration import SeedResult, limit_threads, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
@@ -47,9 +47,9 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     checkpoints = Path(staging_root).parent / "checkpoints" / "ablate" / dataset / f"seed={seed}"
     rows: dict[str, dict[str, Any]] = {"full": _headline(read_json(Path(recourse_dir) / "metrics.json"))}
     with limit_threads(n_threads):
-        box = _ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]})
+        box = _ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]}, seed=seed)
         # generate's query rows and targets, read back instead of re-querying the whole test split
-        full = pd.read_parquet(Path(recourse_dir) / "counterfactuals.parquet", columns=["row_id", "target"])
+        full = read_parquet(Path(recourse_dir) / "counterfactuals.parquet", columns=["row_id", "target"])
         position = pd.Series(np.arange(len(yte)), index=prepared.tables["test"]["row_id"].to_numpy())
         q, target = position.loc[full["row_id"]].to_numpy(), full["target"].to_numpy()
 

@@ -98,7 +98,7 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     checkpoints = Path(staging_root).parent / "checkpoints" / "train_flow" / dataset / f"seed={seed}"
     start = time.perf_counter()
     with limit_threads(n_threads):
-        box = _ensemble(ensemble_dir, prepared.schema, members) if len(combos) > 1 else None
+        box = _ensemble(ensemble_dir, prepared.schema, members, seed=seed) if len(combos) > 1 else None
         Xv, yv = prepared.arrays("val")
         for combo in combos:
             model = DensityFlow(schema=prepared.schema, device=device, **flow_settings(section, seed, **combo))
@@ -139,7 +139,7 @@ def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, 
     with limit_threads(n_threads):
         model = DensityFlow.load(flow_dir, schema=prepared.schema, device=device)
         model.with_settings(**distill_settings(section))
-        box = _ensemble(ensemble_dir, prepared.schema, members, budgets={"distill": section["budget"]})
+        box = _ensemble(ensemble_dir, prepared.schema, members, budgets={"distill": section["budget"]}, seed=seed)
         start = time.perf_counter()
         used = model.distill(box, X, y, budget=section["budget"])
         seconds = time.perf_counter() - start
@@ -163,7 +163,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     with limit_threads(n_threads):
         model = DensityFlow.load(flow_dir, schema=schema, device=device)
         model.with_settings(n_starts=section["n_starts"], jitter=section["jitter"])
-        box = _ensemble(ensemble_dir, schema, members)
+        box = _ensemble(ensemble_dir, schema, members, seed=seed)
         test_out = box.query(Xte, budget="evaluation")
         q = query_set(test_out, yte, section["max_queries"], seed=seed)
         start = time.perf_counter()

@@ -77,7 +77,7 @@ def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], up
     target = make_target(target_params.kind, seed=seed, **target_params.target_params())
     settings = DiscoverSettings.from_kwargs(**section["solver"], seed=seed)
     with limit_threads(n_threads):
-        box = load_ensemble(ensemble_dir, [model], schema=schema)
+        box = load_ensemble(ensemble_dir, [model], schema=schema, seed=seed)
         scores = box.predict_proba(X, budget="selection")[:, schema.favourable_index]
         idx = sample_factuals(scores, section["n_factuals"], seed=seed, pool=section["factuals"])
         result = Discover.from_settings(box, schema=schema, settings=settings).explain(X[idx], target)

@@ -30,12 +30,13 @@ def setup(args: argparse.Namespace) -> Params:
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     params = load_params(args.params)
-    known = [*params.datasets, *(n for n in [*BUILTIN_DATASETS, *params.data.custom] if n not in params.datasets)]
+    others = [n for n in [*BUILTIN_DATASETS, *params.data.custom] if n not in params.datasets]
+    known = [*params.datasets, *others]
     if args.dataset not in known:  # a typo: name it before a stage looks for its upstream folders
         close = difflib.get_close_matches(args.dataset, known, 1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"unknown dataset {args.dataset!r}{hint}; params.yaml `datasets`: "
-                          f"{', '.join(params.datasets)}; built-in and custom: {', '.join(known)}")
+                          f"{', '.join(params.datasets)}; other built-in and custom datasets: {', '.join(others)}")
     return params
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from recourselab.errors import ArtifactError, MissingArtifactError
 from recourselab.io import (
     atomic_path,
     copy_atomic,
@@ -108,6 +109,19 @@ def test_json_round_trip_sorted_and_indented(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+def test_read_json_names_a_missing_or_damaged_file(tmp_path):
+    with pytest.raises(MissingArtifactError, match=r"missing file .*gone\.json") as info:
+        read_json(tmp_path / "gone.json")
+    assert isinstance(info.value, FileNotFoundError)  # callers that expect the OS error still get it
+    path = write_json(tmp_path / "x.json", {"a": [1, 2, 3]})
+    path.write_bytes(path.read_bytes()[:9])  # truncated
+    with pytest.raises(ArtifactError, match=r"x\.json is damaged, not valid JSON .*dvc checkout"):
+        read_json(path)
+    path.write_bytes(b"\xff\xfe{}")  # not UTF-8
+    with pytest.raises(ArtifactError, match=r"x\.json is damaged"):
+        read_json(path)
+
+
 # ---------------------------------------------------------------------------- Parquet
 def _frame():
     rng = np.random.default_rng(0)
@@ -172,3 +186,17 @@ def test_atomic_write_has_the_permissions_of_a_plain_write(tmp_path):
     plain.write_text("x")
     atomic = write_bytes(tmp_path / "atomic.txt", b"x")
     assert stat.S_IMODE(atomic.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+
+
+def test_read_parquet_selects_columns_and_names_a_damaged_file(tmp_path):
+    path = write_parquet(tmp_path / "t.parquet", _frame())
+    assert list(read_parquet(path, columns=["c", "x"]).columns) == ["c", "x"]
+    with pytest.raises(ArtifactError, match=r"t\.parquet"):
+        read_parquet(path, columns=["nope"])
+    with pytest.raises(MissingArtifactError, match=r"missing file .*u\.parquet"):
+        read_parquet(tmp_path / "u.parquet")
+    raw = path.read_bytes()
+    for damaged in (raw[: len(raw) // 2], b"", b"PAR1 not parquet"):
+        path.write_bytes(damaged)
+        with pytest.raises(ArtifactError, match=r"cannot read .*t\.parquet as Parquet"):
+            read_parquet(path)

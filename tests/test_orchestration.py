@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recourselab.orchestration import code_fingerprint, manifest_intact, publish, stage_artifacts
+from recourselab.orchestration import code_fingerprint, limit_threads, manifest_intact, publish, stage_artifacts
 
 
 def test_stage_is_content_addressed_and_publish_copies(tmp_path):
@@ -53,3 +53,35 @@ def test_code_fingerprint_covers_flow_modules_outside_the_package():
 
     assert "flows.densityflow" in fd.CODE and "recourselab.config" in fd.CODE
     assert code_fingerprint("flows.densityflow") != code_fingerprint("flows.discover")
+
+
+def test_limit_threads_is_restored_only_when_the_last_concurrent_task_leaves():
+    import threading
+
+    import torch
+
+    before = torch.get_num_threads()
+    cap = 1 if before > 1 else 2
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, int] = {}
+
+    def first() -> None:
+        with limit_threads(cap):
+            first_in.set()
+            second_in.wait(10)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(10)
+        with limit_threads(cap):
+            second_in.set()
+            first_out.wait(10)
+            seen["after_first_left"] = torch.get_num_threads()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen["after_first_left"] == cap  # the first task's exit did not lift the second's cap
+    assert torch.get_num_threads() == before  # the last exit restored the process's setting

@@ -43,7 +43,7 @@ def _validate_strict(model: type[StrictModel], data: dict[str, Any]) -> Any:
 class CustomDataset(StrictModel):
     """A user-declared dataset read from a CSV or Parquet file (no code needed)."""
 
-    path: Path = Field(description="CSV (optionally .gz) or Parquet file; relative to the data dir")
+    path: Path = Field(description="Parquet (.parquet, .pq) or CSV file (optionally .gz); relative to the data dir")
     target: str = Field(description="Name of the label column")
     favourable: str | int | float | bool = Field(description="The favourable (desired) label")
     categorical: list[str] = Field(default_factory=list)

@@ -17,6 +17,14 @@ class UnknownCategoryError(DataError):
     """A categorical value that the schema does not know, met at transform time."""
 
 
+class ArtifactError(DataError):
+    """A pipeline artifact (JSON, Parquet, weights) that cannot be read: damaged or truncated."""
+
+
+class MissingArtifactError(ArtifactError, FileNotFoundError):
+    """A pipeline artifact that does not exist (usually: its stage has not run yet)."""
+
+
 class ChecksumError(DataError):
     """A file whose sha256 does not match the expected one."""
 

@@ -22,7 +22,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from recourselab.errors import ArtifactError, MissingArtifactError
+
 PROVENANCE_KEY = b"recourselab"
+
+#: How to get a good copy of a damaged DVC output back.
+RESTORE_HINT = "restore it with `dvc checkout` or re-run the stage that wrote it"
 
 
 def _file_mode() -> int:
@@ -84,8 +89,29 @@ def write_json(path: str | Path, obj: Any) -> Path:
     return write_bytes(path, json_bytes(obj))
 
 
+def error_reason(err: BaseException) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """The parsed content of the JSON file ``path``.
+
+    Raises
+    ------
+    MissingArtifactError
+        ``path`` does not exist.
+    ArtifactError
+        ``path`` is not valid UTF-8 JSON (e.g. truncated); the message names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingArtifactError(f"missing file {path}")
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ArtifactError(f"{path} is damaged, not valid JSON ({error_reason(err)}); {RESTORE_HINT}") from err
 
 
 def write_parquet(path: str | Path, frame: pd.DataFrame, provenance: dict[str, Any] | None = None) -> Path:
@@ -100,8 +126,23 @@ def write_parquet(path: str | Path, frame: pd.DataFrame, provenance: dict[str, A
     return Path(path)
 
 
-def read_parquet(path: str | Path) -> pd.DataFrame:
-    return pd.read_parquet(path)
+def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """The table in the Parquet file ``path`` (only ``columns`` when given).
+
+    Raises
+    ------
+    MissingArtifactError
+        ``path`` does not exist.
+    ArtifactError
+        ``path`` is not a readable Parquet file (e.g. truncated) or lacks a requested column.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingArtifactError(f"missing file {path}")
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except (OSError, ValueError, pa.ArrowException) as err:
+        raise ArtifactError(f"cannot read {path} as Parquet ({error_reason(err)}); {RESTORE_HINT}") from err
 
 
 def read_provenance(path: str | Path) -> dict[str, Any]:

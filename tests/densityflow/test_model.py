@@ -10,7 +10,7 @@ import torch
 from recourselab.config import parse_params
 from recourselab.data import Schema, load_dataset, prepare_splits
 from recourselab.densityflow import DensityFlow
-from recourselab.errors import ConfigError, DataError, RecourselabError
+from recourselab.errors import ArtifactError, ConfigError, DataError, MissingArtifactError, RecourselabError
 from recourselab.models import BlackBox, FitContext, fit_model
 from recourselab.models.oracle import QueryBudgetExceeded
 
@@ -306,6 +306,16 @@ def test_load_names_a_missing_or_mismatched_model(moons, trained, tmp_path):
                            (0.6, 0.2, 0.2)).schema
     with pytest.raises(DataError, match="trained for dataset 'moons' .* not for the given schema of 'circles'"):
         DensityFlow.load(tmp_path, schema=other)
+    weights = (tmp_path / "generator.pt").read_bytes()
+    (tmp_path / "generator.pt").write_bytes(weights[: len(weights) // 2])  # an interrupted copy
+    with pytest.raises(ArtifactError, match=r"cannot load .*generator\.pt .*dvc checkout"):
+        DensityFlow.load(tmp_path, schema=moons.schema)
+    (tmp_path / "generator.pt").unlink()
+    with pytest.raises(MissingArtifactError, match="lacks its weights file generator.pt"):
+        DensityFlow.load(tmp_path, schema=moons.schema)
+    (tmp_path / "densityflow.json").write_text("{")
+    with pytest.raises(ArtifactError, match=r"densityflow\.json is damaged"):
+        DensityFlow.load(tmp_path, schema=moons.schema)
 
 
 def test_distill_on_a_spent_oracle_budget_is_an_error_and_queries_nothing(moons, trained):

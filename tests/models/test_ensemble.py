@@ -45,6 +45,13 @@ def test_an_ensemble_of_another_dataset_is_refused(saved, moons_schema):
         load_ensemble(directory, schema=circles_like)
 
 
+def test_an_ensemble_of_another_seed_is_refused(saved, moons_schema):
+    directory, _, _ = saved
+    assert load_ensemble(directory, schema=moons_schema, seed=0).member_names == ("knn", "lightgbm")
+    with pytest.raises(DataError, match="tuned on seed 0's split, not on the requested seed 2's"):
+        load_ensemble(directory, schema=moons_schema, seed=2)
+
+
 def test_tampered_file_and_missing_members_are_errors(saved):
     directory, _, _ = saved
     with pytest.raises(DataError, match=r"has no members \['svm'\]"):

@@ -40,4 +40,6 @@ def test_a_misspelled_dataset_is_named_with_a_suggestion_by_every_stage(tmp_path
         caplog.clear()
         assert stage.main(["--dataset", "moon", "--params", _params(tmp_path), "--out", str(tmp_path / "o")]) == 1
         assert "unknown dataset 'moon' (did you mean 'moons'?)" in caplog.text, stage.__name__
+        others = caplog.text.split("other built-in and custom datasets: ")[1].splitlines()[0].split(", ")
+        assert others == ["cardio", "heloc", "blood", "hotel"]  # the pipeline's datasets are not listed twice
     assert not (tmp_path / "o").exists()

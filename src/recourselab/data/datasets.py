@@ -26,7 +26,7 @@ from recourselab.data.schema import Schema, python_scalar, sorted_levels
 from recourselab.data.sources import read_registry_file, resolve_user_file
 from recourselab.data.split import stratified_split, stratified_subsample
 from recourselab.errors import DataError
-from recourselab.io import sha256_bytes, sha256_file
+from recourselab.io import read_parquet, sha256_bytes, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ class RawDataset:
 
 SPLITS = ("train", "val", "test")
 SCHEMA_FILE = "schema.json"
+#: File endings read as Parquet for a ``data.custom`` dataset (anything else is read as CSV).
+PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def load_prepared(seed_dir: str | Path) -> PreparedSplits:
     if not (seed_dir / SCHEMA_FILE).is_file():
         raise DataError(f"no prepared data in {seed_dir}; run the prepare stage first")
     schema = Schema.load(seed_dir / SCHEMA_FILE)
-    tables = {s: pd.read_parquet(seed_dir / f"{s}.parquet") for s in SPLITS}
+    tables = {s: read_parquet(seed_dir / f"{s}.parquet") for s in SPLITS}
     for split, table in tables.items():
         missing = [c for c in [ROW_ID, *schema.encoded_columns, LABEL] if c not in table.columns]
         if missing:
@@ -191,10 +193,10 @@ def custom_spec(name: str, decl: CustomDataset) -> DatasetSpec:
 
 
 def _read_custom(name: str, decl: CustomDataset, params: Params) -> tuple[pd.DataFrame, str]:
-    path = resolve_user_file(decl.path, params.data.dir, dataset=name, sha256=decl.sha256)
+    path = resolve_user_file(decl.path, params.data.dir, dataset=name, sha256=decl.sha256, known=False)
     suffixes = path.suffixes
     try:
-        if suffixes and suffixes[-1] == ".parquet":
+        if suffixes and suffixes[-1].lower() in PARQUET_SUFFIXES:
             frame = pd.read_parquet(path)
         else:
             frame = pd.read_csv(path, sep=decl.sep)

@@ -10,7 +10,6 @@ seen in the file), statistics come from the training split only.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import asdict, dataclass, field
@@ -21,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from recourselab.errors import DataError, UnknownCategoryError
-from recourselab.io import write_json
+from recourselab.io import read_json, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -324,7 +323,7 @@ class Schema:
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return cls.from_dict(read_json(path))
 
 
 def encode_rows(X: np.ndarray | pd.DataFrame, schema: Schema | None = None, *, what: str = "rows",

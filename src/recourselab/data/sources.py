@@ -155,13 +155,18 @@ def data_dir(configured: str | Path | None = None, *, dataset: str = "") -> Path
 
 
 def resolve_user_file(relpath: str | Path, configured_dir: str | Path | None, *, dataset: str,
-                      sha256: str | None = None) -> Path:
-    """Absolute path of a user-supplied file, checked to exist and (when known) its sha256."""
+                      sha256: str | None = None, known: bool = True) -> Path:
+    """Absolute path of a user-supplied file, checked to exist and (when known) its sha256.
+
+    The expected sha256 is ``sha256``, else (with ``known``) the recorded one of a built-in
+    dataset's file at the same relative path. A ``data.custom`` file passes ``known=False``: a
+    user's own file may sit where a built-in one would.
+    """
     relpath = Path(relpath).expanduser()
     path = relpath if relpath.is_absolute() else data_dir(configured_dir, dataset=dataset) / relpath
     if not path.is_file():
         raise DataError(f"dataset {dataset!r}: file not found: {path}")
-    expected = sha256 or KNOWN_FILES.get(relpath.as_posix())
+    expected = sha256 or (KNOWN_FILES.get(relpath.as_posix()) if known else None)
     if expected:
         verify_sha256(path, expected)
     return path

@@ -30,8 +30,8 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from recourselab.data.schema import Schema, encode_rows
 from recourselab.densityflow.flow import VelocityField, integrate
 from recourselab.densityflow.surrogate import Surrogate, noise_bound, refresh_spectral_norms
-from recourselab.errors import ConfigError, DataError, RecourselabError
-from recourselab.io import json_bytes, write_bytes
+from recourselab.errors import ArtifactError, ConfigError, DataError, MissingArtifactError, RecourselabError
+from recourselab.io import RESTORE_HINT, error_reason, json_bytes, read_json, write_bytes
 from recourselab.orchestration import code_fingerprint, torch_seeded
 
 log = logging.getLogger(__name__)
@@ -464,8 +464,7 @@ class DensityFlow:
             gen.set_state(blob["generator"])
             epoch = int(blob["epoch"])
         except Exception as err:  # noqa: BLE001 - any unreadable checkpoint gets the same message
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise RecourselabError(f"cannot resume DensityFlow training from checkpoint {path} ({reason}); "
+            raise RecourselabError(f"cannot resume DensityFlow training from checkpoint {path} ({error_reason(err)}); "
                                    "delete the file to train from scratch") from err
         self.log_.rows = [dict(r) for r in blob["log"]]
         log.info("resuming DensityFlow training after epoch %d of %d from %s", epoch + 1, n_epochs, path)
@@ -718,8 +717,8 @@ class DensityFlow:
         """Restore a saved DensityFlow (weights loaded with ``weights_only=True``)."""
         directory = Path(directory)
         if not (directory / "densityflow.json").is_file():
-            raise FileNotFoundError(f"no saved DensityFlow in {directory} (densityflow.json is missing)")
-        meta = json.loads((directory / "densityflow.json").read_text())
+            raise MissingArtifactError(f"no saved DensityFlow in {directory} (densityflow.json is missing)")
+        meta = read_json(directory / "densityflow.json")
         if schema is not None:
             saved = meta.get("dataset")
             if (saved is not None and saved != schema.dataset) or schema.n_encoded != meta["d"]:
@@ -729,8 +728,13 @@ class DensityFlow:
         flow = cls(schema=schema, mutable=np.array(meta["mutable"]), device=device, **meta["config"])
         flow.build(meta["d"], meta["n_classes"], meta["C"])
         for name, module in (("surrogate.pt", flow.surrogate), ("generator.pt", flow.field)):
-            state = torch.load(directory / name, map_location=flow.device, weights_only=True)
-            module.load_state_dict(state)
+            path = directory / name
+            if not path.is_file():
+                raise MissingArtifactError(f"the DensityFlow in {directory} lacks its weights file {name}")
+            try:
+                module.load_state_dict(torch.load(path, map_location=flow.device, weights_only=True))
+            except Exception as err:  # noqa: BLE001 - a truncated file, foreign keys or shapes: one message
+                raise ArtifactError(f"cannot load {path} ({error_reason(err)}); {RESTORE_HINT}") from err
         flow.queries_used_ = meta.get("queries_used", 0)
         flow.surrogate.eval()
         flow.field.eval()

@@ -36,11 +36,12 @@ def write_manifest(directory: str | Path, members: dict[str, dict[str, Any]], **
 
 
 def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
-                 dataset: str | None = None) -> dict[str, FittedModel]:
+                 dataset: str | None = None, seed: int | None = None) -> dict[str, FittedModel]:
     """Load (a subset of) the members listed in ``directory/manifest.json``, sha256-verified.
 
-    With a ``dataset``, the manifest must record that dataset (members of another dataset of the
-    same width would otherwise answer silently).
+    With a ``dataset`` (a ``seed``), the manifest must record that dataset (seed): members of
+    another dataset of the same width, or tuned on another seed's split, would otherwise answer
+    silently.
     """
     directory = Path(directory)
     path = directory / MANIFEST
@@ -50,6 +51,10 @@ def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
     saved = manifest.get("dataset")
     if dataset is not None and saved is not None and saved != dataset:
         raise DataError(f"the ensemble in {directory} was tuned on dataset {saved!r}, not on the requested {dataset!r}")
+    saved_seed = manifest.get("seed")
+    if seed is not None and saved_seed is not None and saved_seed != seed:
+        raise DataError(f"the ensemble in {directory} was tuned on seed {saved_seed}'s split, "
+                        f"not on the requested seed {seed}'s")
     entries = manifest["members"]
     names = list(entries) if names is None else [names] if isinstance(names, str) else list(names)
     missing = [n for n in names if n not in entries]
@@ -67,10 +72,12 @@ def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
 
 
 def load_ensemble(directory: str | Path, names: Sequence[str] | None = None, *,
-                  schema: Schema | None = None, budgets: dict[str, int] | None = None) -> BlackBox:
+                  schema: Schema | None = None, budgets: dict[str, int] | None = None,
+                  seed: int | None = None) -> BlackBox:
     """A :class:`BlackBox` over the saved members in ``directory`` (all of them by default).
 
-    With a ``schema``, the manifest's dataset must be the schema's (see :func:`load_members`).
+    With a ``schema`` (a ``seed``), the manifest's dataset must be the schema's (its seed must be
+    ``seed``); see :func:`load_members`.
     """
-    members = load_members(directory, names, dataset=None if schema is None else schema.dataset)
+    members = load_members(directory, names, dataset=None if schema is None else schema.dataset, seed=seed)
     return BlackBox(members, schema=schema, budgets=budgets)
