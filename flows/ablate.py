@@ -24,6 +24,7 @@ from flows.densityflow import GENERATE_CODE, _ensemble, _run, counterfactual_met
 from recourselab.config import ABLATION_VARIANTS, Params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
+from recourselab.errors import DataError
 from recourselab.io import read_json, read_parquet, write_json
 from recourselab.metrics import summarize_seeds
 from recourselab.orchestration import SeedResult, limit_threads, stage_artifacts
@@ -31,6 +32,11 @@ from recourselab.report.ablation_plots import plot_ablation
 
 ABLATE_CODE = (*GENERATE_CODE, "flows.ablate", "recourselab.report.ablation_plots")
 __all__ = ["ablate", "ablate_flow", "run"]
+
+
+#: The metrics of ``generate`` that every variant also reports.
+HEADLINE = ("per_model", "mean_per_model", "unanimous", "majority", "cost_l1", "cost_l2", "density",
+            "surrogate_validity", "queries_used")
 
 
 @task(name="ablate", task_run_name="ablate-{dataset}-seed={seed}",
@@ -45,12 +51,18 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     Xte, yte = prepared.arrays("test")
     gen, dist, variants = section["generate"], section["distill"], section["ablate"]["variants"]
     checkpoints = Path(staging_root).parent / "checkpoints" / "ablate" / dataset / f"seed={seed}"
-    rows: dict[str, dict[str, Any]] = {"full": _headline(read_json(Path(recourse_dir) / "metrics.json"))}
+    rows: dict[str, dict[str, Any]] = {"full": {k: v for k, v in read_json(
+        Path(recourse_dir) / "metrics.json", keys=HEADLINE).items() if k in HEADLINE}}
     with limit_threads(n_threads):
         box = _ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]}, seed=seed)
         # generate's query rows and targets, read back instead of re-querying the whole test split
         full = read_parquet(Path(recourse_dir) / "counterfactuals.parquet", columns=["row_id", "target"])
         position = pd.Series(np.arange(len(yte)), index=prepared.tables["test"]["row_id"].to_numpy())
+        stale = ~full["row_id"].isin(position.index)
+        if stale.any():
+            raise DataError(f"{Path(recourse_dir) / 'counterfactuals.parquet'} holds {int(stale.sum())} rows that are "
+                            f"not in the prepared test split {prepared_dir} (generate ran on another split); "
+                            "re-run generate")
         q, target = position.loc[full["row_id"]].to_numpy(), full["target"].to_numpy()
 
         def evaluate(model: DensityFlow, queries_used: int) -> dict[str, Any]:
@@ -75,13 +87,6 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     return stage_artifacts(Path(staging_root) / "ablate" / dataset / f"seed={seed}", {
         "ablate.json": lambda p: write_json(p, rows),
         "ablate.png": lambda p: plot_ablation(p, rows, title=title)})
-
-
-def _headline(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The metrics of ``generate`` that every variant also reports."""
-    keys = ("per_model", "mean_per_model", "unanimous", "majority", "cost_l1", "cost_l2", "density",
-            "surrogate_validity", "queries_used")
-    return {k: metrics[k] for k in keys}
 
 
 @flow(name="ablate", validate_parameters=False)

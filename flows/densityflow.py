@@ -25,12 +25,12 @@ from recourselab import __version__
 from recourselab.config import Params, section_hash
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
-from recourselab.errors import DataError
+from recourselab.errors import DataError, MissingArtifactError
 from recourselab.io import read_json, write_json, write_parquet
 from recourselab.metrics import query_set, summarize_seeds, validity_metrics
 from recourselab.metrics.plausibility import density_variance_spearman, ensemble_uncertainty, inlier_rates
 from recourselab.models import load_ensemble
-from recourselab.models.ensemble import MANIFEST
+from recourselab.models.ensemble import MANIFEST, read_manifest
 from recourselab.orchestration import (
     SeedResult,
     code_fingerprint,
@@ -145,7 +145,8 @@ def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, 
         seconds = time.perf_counter() - start
     trained = Path(flow_dir) / "train_flow.json"
     report = {"queries_used": used, "budget": section["budget"], "oracle_count": box.used("distill"),
-              "distill_time_s": seconds, "fit_time_s": read_json(trained)["fit_time_s"] if trained.is_file() else None}
+              "distill_time_s": seconds,
+              "fit_time_s": read_json(trained, keys=["fit_time_s"])["fit_time_s"] if trained.is_file() else None}
     return stage_artifacts(Path(staging_root) / "distill" / dataset / f"seed={seed}",
                            {**_model_writers(model), "distill.json": lambda p: write_json(p, report)})
 
@@ -236,13 +237,13 @@ def _require_upstream(dirs: dict[str, str], names: list[str]) -> None:
         path = Path(dirs[k])
         present = (path / MANIFEST).is_file() if k == "ensemble" else path.is_dir() and any(path.iterdir())
         if not present:
-            raise DataError(f"no {k} outputs in {path}; run the {PRODUCERS.get(k, k)} stage first "
+            raise MissingArtifactError(f"no {k} outputs in {path}; run the {PRODUCERS.get(k, k)} stage first "
                             "(`make repro` runs every stage in order)")
 
 
 def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:
     """sha256 of the manifest entries of ``members`` (models tuned only for DISCOVER do not count)."""
-    entries = read_json(Path(ensemble_dir) / MANIFEST)["members"]
+    entries = read_manifest(ensemble_dir)["members"]
     missing = [m for m in members if m not in entries]
     if missing:
         raise DataError(f"{Path(ensemble_dir) / MANIFEST} has no members {missing}; rerun tune_ensemble "

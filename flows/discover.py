@@ -25,11 +25,11 @@ from recourselab import __version__
 from recourselab.config import DiscoverTargetParams, Params, section_hash
 from recourselab.data import ROW_ID, load_prepared
 from recourselab.discover import Discover, DiscoverSettings, make_target, sample_factuals
-from recourselab.errors import ConfigError, DataError
+from recourselab.errors import ConfigError
 from recourselab.io import read_json, write_json, write_parquet
 from recourselab.metrics import summarize_seeds
 from recourselab.models import load_ensemble
-from recourselab.models.ensemble import MANIFEST
+from recourselab.models.ensemble import MANIFEST, read_manifest
 from recourselab.orchestration import (
     SeedResult,
     code_fingerprint,
@@ -109,9 +109,7 @@ def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], up
 def _member_fingerprint(ensemble_dir: Path, model: str) -> str:
     """The manifest entry (kind, file sha256, hyperparameters) of ``model``: its task's upstream key."""
     path = ensemble_dir / MANIFEST
-    if not path.is_file():
-        raise DataError(f"no ensemble manifest at {path}; run the tune_ensemble stage first")
-    members = read_json(path)["members"]
+    members = read_manifest(ensemble_dir)["members"]
     if model not in members:
         raise ConfigError(f"{path} has no model {model!r} (it holds {list(members)}); rerun tune_ensemble, which "
                           "tunes every model of discover.models")

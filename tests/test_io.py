@@ -120,6 +120,13 @@ def test_read_json_names_a_missing_or_damaged_file(tmp_path):
     path.write_bytes(b"\xff\xfe{}")  # not UTF-8
     with pytest.raises(ArtifactError, match=r"x\.json is damaged"):
         read_json(path)
+    write_json(path, {"a": 1})
+    assert read_json(path, keys=["a"]) == {"a": 1}
+    with pytest.raises(ArtifactError, match=r"x\.json lacks the keys \['b'\]"):
+        read_json(path, keys=["a", "b"])
+    write_json(path, [1, 2])
+    with pytest.raises(ArtifactError, match=r"lacks the keys \['a'\]"):
+        read_json(path, keys=["a"])  # not an object at all
 
 
 # ---------------------------------------------------------------------------- Parquet
@@ -191,8 +198,9 @@ def test_atomic_write_has_the_permissions_of_a_plain_write(tmp_path):
 def test_read_parquet_selects_columns_and_names_a_damaged_file(tmp_path):
     path = write_parquet(tmp_path / "t.parquet", _frame())
     assert list(read_parquet(path, columns=["c", "x"]).columns) == ["c", "x"]
-    with pytest.raises(ArtifactError, match=r"t\.parquet"):
-        read_parquet(path, columns=["nope"])
+    holds = r"\(it holds \['row_id', 'x', 'c'\]\)"
+    with pytest.raises(ArtifactError, match=r"t\.parquet lacks the columns \['nope'\] " + holds):
+        read_parquet(path, columns=["x", "nope"])
     with pytest.raises(MissingArtifactError, match=r"missing file .*u\.parquet"):
         read_parquet(tmp_path / "u.parquet")
     raw = path.read_bytes()

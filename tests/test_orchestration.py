@@ -55,33 +55,41 @@ def test_code_fingerprint_covers_flow_modules_outside_the_package():
     assert code_fingerprint("flows.densityflow") != code_fingerprint("flows.discover")
 
 
-def test_limit_threads_is_restored_only_when_the_last_concurrent_task_leaves():
+def test_limit_threads_caps_each_concurrent_task_and_restores_its_thread():
     import threading
 
     import torch
 
-    before = torch.get_num_threads()
-    cap = 1 if before > 1 else 2
-    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    base, cap = 2, 1
+    # torch keeps a thread's own setting once the thread has used torch: give each one its own first
+    both_ready, both_in = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
+    first_out = threading.Event()
     seen: dict[str, int] = {}
 
-    def first() -> None:
-        with limit_threads(cap):
-            first_in.set()
-            second_in.wait(10)
-        first_out.set()
+    def task(name: str) -> None:
+        torch.set_num_threads(base)
+        seen[f"{name}_before"] = torch.get_num_threads()
+        both_ready.wait()
+        try:
+            with limit_threads(cap):
+                both_in.wait()
+                if name == "second":
+                    first_out.wait(10)  # the first task has left: this one is still capped
+                seen[name] = torch.get_num_threads()
+                if name == "first":
+                    raise RuntimeError("a failing task")
+        except RuntimeError:
+            pass
+        finally:
+            if name == "first":
+                first_out.set()
+        seen[f"{name}_after"] = torch.get_num_threads()
 
-    def second() -> None:
-        first_in.wait(10)
-        with limit_threads(cap):
-            second_in.set()
-            first_out.wait(10)
-            seen["after_first_left"] = torch.get_num_threads()
-
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads = [threading.Thread(target=task, args=(n,)) for n in ("first", "second")]
     for t in threads:
         t.start()
     for t in threads:
         t.join(20)
-    assert seen["after_first_left"] == cap  # the first task's exit did not lift the second's cap
-    assert torch.get_num_threads() == before  # the last exit restored the process's setting
+    assert seen["first_before"] == seen["second_before"] == base
+    assert seen["first"] == seen["second"] == cap
+    assert seen["first_after"] == seen["second_after"] == seen["first_before"]  # restored, after a failure too

@@ -13,7 +13,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -95,23 +95,34 @@ def error_reason(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path, keys: Sequence[str] = ()) -> Any:
     """The parsed content of the JSON file ``path``.
+
+    Parameters
+    ----------
+    keys : with any, the content must be a JSON object holding all of them.
 
     Raises
     ------
     MissingArtifactError
         ``path`` does not exist.
     ArtifactError
-        ``path`` is not valid UTF-8 JSON (e.g. truncated); the message names the file.
+        ``path`` is not valid UTF-8 JSON (e.g. truncated), or lacks one of ``keys``; the
+        message names the file (and the keys).
     """
     path = Path(path)
     if not path.is_file():
         raise MissingArtifactError(f"missing file {path}")
     try:
-        return json.loads(path.read_text())
+        obj = json.loads(path.read_text())
     except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         raise ArtifactError(f"{path} is damaged, not valid JSON ({error_reason(err)}); {RESTORE_HINT}") from err
+    if keys:
+        missing = list(keys) if not isinstance(obj, dict) else [k for k in keys if k not in obj]
+        if missing:
+            raise ArtifactError(f"{path} lacks the keys {missing} (hand-edited, or written by other code); "
+                                f"{RESTORE_HINT}")
+    return obj
 
 
 def write_parquet(path: str | Path, frame: pd.DataFrame, provenance: dict[str, Any] | None = None) -> Path:
@@ -126,7 +137,7 @@ def write_parquet(path: str | Path, frame: pd.DataFrame, provenance: dict[str, A
     return Path(path)
 
 
-def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+def read_parquet(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """The table in the Parquet file ``path`` (only ``columns`` when given).
 
     Raises
@@ -134,15 +145,20 @@ def read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataF
     MissingArtifactError
         ``path`` does not exist.
     ArtifactError
-        ``path`` is not a readable Parquet file (e.g. truncated) or lacks a requested column.
+        ``path`` is not a readable Parquet file (e.g. truncated), or lacks one of ``columns``.
     """
     path = Path(path)
     if not path.is_file():
         raise MissingArtifactError(f"missing file {path}")
     try:
-        return pd.read_parquet(path, columns=columns)
+        names = pq.read_schema(path).names
+        missing = [c for c in columns or () if c not in names]
+        frame = None if missing else pd.read_parquet(path, columns=None if columns is None else list(columns))
     except (OSError, ValueError, pa.ArrowException) as err:
         raise ArtifactError(f"cannot read {path} as Parquet ({error_reason(err)}); {RESTORE_HINT}") from err
+    if missing:
+        raise ArtifactError(f"{path} lacks the columns {missing} (it holds {names}); {RESTORE_HINT}")
+    return frame
 
 
 def read_provenance(path: str | Path) -> dict[str, Any]:

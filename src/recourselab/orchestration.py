@@ -205,37 +205,20 @@ def torch_seeded(seed: int) -> Iterator[None]:
         yield
 
 
-_THREAD_LIMIT_LOCK = threading.Lock()
-#: Tasks inside :func:`limit_threads` now, and what the first of them must restore.
-_thread_limit: dict[str, Any] = {"users": 0, "restore": None}
-
-
 @contextmanager
 def limit_threads(n_threads: int) -> Iterator[None]:
     """Cap BLAS/OpenMP (threadpoolctl) and torch intra-op threads at ``n_threads`` for a task.
 
-    The limits are process-wide. With the ``thread`` task runner several tasks are inside at
-    once: the first to enter sets the limits and the last to leave restores the previous ones
-    (a task entering in between keeps the limits in force; a flow's tasks all ask for the same
-    number), so no task restores the process's threads while another still runs.
+    torch's and OpenMP's limits belong to the calling thread, so tasks of the ``thread`` runner
+    each cap (and restore) their own pool thread.
     """
     import torch
     from threadpoolctl import threadpool_limits
 
-    with _THREAD_LIMIT_LOCK:
-        if _thread_limit["users"] == 0:
-            before = torch.get_num_threads()
-            torch.set_num_threads(n_threads)
-            limiter = threadpool_limits(limits=n_threads)
-            _thread_limit["restore"] = (before, limiter)
-        _thread_limit["users"] += 1
+    before = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
     try:
-        yield
+        with threadpool_limits(limits=n_threads):
+            yield
     finally:
-        with _THREAD_LIMIT_LOCK:
-            _thread_limit["users"] -= 1
-            if _thread_limit["users"] == 0:
-                before, limiter = _thread_limit["restore"]
-                limiter.restore_original_limits()
-                torch.set_num_threads(before)
-                _thread_limit["restore"] = None
+        torch.set_num_threads(before)

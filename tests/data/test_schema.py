@@ -13,7 +13,7 @@ from recourselab.config import parse_params
 from recourselab.data import load_dataset, prepare_splits
 from recourselab.data.schema import SCHEMA_VERSION, Schema, sorted_levels
 from recourselab.data.sources import ARTIFACTS, cache_dir
-from recourselab.errors import DataError, UnknownCategoryError
+from recourselab.errors import ArtifactError, DataError, UnknownCategoryError
 
 CATEGORICAL = ["color", "grade", "flag"]
 N = 300
@@ -271,6 +271,21 @@ def test_save_load_round_trip_identical_transform(mixed, tmp_path):
     raw = json.loads(path.read_text())
     assert raw["encoded_columns"] == schema.encoded_columns
     assert raw["version"] == SCHEMA_VERSION
+
+
+def test_load_names_a_hand_edited_schema(mixed, tmp_path):
+    _, schema = mixed
+    path = schema.save(tmp_path / "schema.json")
+    raw = json.loads(path.read_text())
+    del raw["classes"]
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ArtifactError, match=r"schema\.json lacks the keys \['classes'\]"):
+        Schema.load(path)
+    raw = json.loads(schema.save(path).read_text())
+    del raw["features"][0]["levels"]
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ArtifactError, match=r"schema\.json does not describe a schema \(KeyError: 'levels'\)"):
+        Schema.load(path)
 
 
 def test_from_dict_rejects_other_versions(mixed):

@@ -316,6 +316,9 @@ def test_load_names_a_missing_or_mismatched_model(moons, trained, tmp_path):
     (tmp_path / "densityflow.json").write_text("{")
     with pytest.raises(ArtifactError, match=r"densityflow\.json is damaged"):
         DensityFlow.load(tmp_path, schema=moons.schema)
+    (tmp_path / "densityflow.json").write_text('{"config": {}, "d": 2}')
+    with pytest.raises(ArtifactError, match=r"densityflow\.json lacks the keys \['n_classes', 'C', 'mutable'\]"):
+        DensityFlow.load(tmp_path, schema=moons.schema)
 
 
 def test_distill_on_a_spent_oracle_budget_is_an_error_and_queries_nothing(moons, trained):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 import flows.ablate as ablate_module
 import flows.densityflow as df_module
 from flows.prepare import run_prepare
 from flows.tune_ensemble import run_tune_ensemble
-from recourselab.io import read_json
+from recourselab.errors import DataError
+from recourselab.io import read_json, read_parquet, write_parquet
 
 
 def test_ablation_variants_are_scored_beside_the_full_method(tmp_path, params_factory, monkeypatch):
@@ -62,3 +65,12 @@ def test_ablation_variants_are_scored_beside_the_full_method(tmp_path, params_fa
         update={"datasets": [*params.ablate.datasets, "circles"], "n_seeds": 2})})
     ablate_module.run(ablate_module.ablate_flow, more, **kw)  # another dataset, one more seed
     assert len(fits) == 2, "seed 0 was retrained although only ablate.datasets / n_seeds changed"
+
+    # generate's outputs from another split (a stale copy): named, and nothing of seed 0 is replaced
+    before = (seed_dir / "ablate.json").read_bytes()
+    cf_path = root["recourse"] / "moons" / "seed=0" / "counterfactuals.parquet"
+    stale = read_parquet(cf_path)
+    write_parquet(cf_path, stale.assign(row_id=stale["row_id"] + 10**6))
+    with pytest.raises(DataError, match=r"counterfactuals\.parquet holds \d+ rows that are not in the prepared test"):
+        ablate_module.run(ablate_module.ablate_flow, params, **kw)
+    assert (seed_dir / "ablate.json").read_bytes() == before

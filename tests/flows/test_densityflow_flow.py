@@ -84,15 +84,15 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
 def test_missing_upstream_outputs_name_the_stage_to_run(tmp_path, params_factory):
     import pytest
 
-    from recourselab.errors import DataError
+    from recourselab.errors import MissingArtifactError
 
     params = params_factory(datasets=["moons"], seeds=[0])
     roots = {"prepared": tmp_path / "prepared", "ensemble": tmp_path / "ensemble"}
-    with pytest.raises(DataError, match=r"no prepared outputs in .*moons/seed=0; run the prepare stage first"):
+    with pytest.raises(MissingArtifactError, match=r"no prepared outputs in .*seed=0; run the prepare stage first"):
         df_module._calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])
     (tmp_path / "prepared" / "moons" / "seed=0").mkdir(parents=True)
     (tmp_path / "prepared" / "moons" / "seed=0" / "schema.json").write_text("{}")
-    with pytest.raises(DataError, match=r"no ensemble outputs in .*; run the tune_ensemble stage first"):
+    with pytest.raises(MissingArtifactError, match=r"no ensemble outputs in .*; run the tune_ensemble stage first"):
         df_module._calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])
 
 

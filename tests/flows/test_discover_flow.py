@@ -90,19 +90,21 @@ def test_model_subset_is_checked_before_any_flow_runs(tiny):
 
 
 def test_missing_discover_model_in_the_manifest_is_a_clear_error(tmp_path):
-    (tmp_path / "manifest.json").write_text('{"members": {"knn": {}}}')
+    from recourselab.models.ensemble import member_entry, write_manifest
+
+    write_manifest(tmp_path, {"knn": member_entry("knn", {}, 2, "a" * 64)})
     with pytest.raises(ConfigError, match=r"has no model 'svm' \(it holds \['knn'\]\); rerun tune_ensemble"):
         discover_module._member_fingerprint(tmp_path, "svm")
 
 
 def test_densityflow_ensemble_key_ignores_models_tuned_only_for_discover(tmp_path):
     from flows.densityflow import _members_fingerprint
-    from recourselab.io import write_json
+    from recourselab.models.ensemble import member_entry, write_manifest
 
-    entries = {"knn": {"sha256": "a"}, "xgboost": {"sha256": "b"}}
-    write_json(tmp_path / "manifest.json", {"members": entries})
+    entries = {"knn": member_entry("knn", {}, 2, "a"), "xgboost": member_entry("xgboost", {}, 2, "b")}
+    write_manifest(tmp_path, entries)
     before = _members_fingerprint(str(tmp_path), ["knn", "xgboost"])
-    write_json(tmp_path / "manifest.json", {"members": {**entries, "lightgbm": {"sha256": "c"}}})
+    write_manifest(tmp_path, {**entries, "lightgbm": member_entry("lightgbm", {}, 2, "c")})
     assert _members_fingerprint(str(tmp_path), ["knn", "xgboost"]) == before
-    write_json(tmp_path / "manifest.json", {"members": {**entries, "knn": {"sha256": "z"}}})
+    write_manifest(tmp_path, {**entries, "knn": member_entry("knn", {}, 2, "z")})
     assert _members_fingerprint(str(tmp_path), ["knn", "xgboost"]) != before

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recourselab.errors import ChecksumError, DataError
-from recourselab.io import sha256_file
+from recourselab.errors import ArtifactError, ChecksumError, DataError, MissingArtifactError
+from recourselab.io import read_json, sha256_file
 from recourselab.models.ensemble import load_ensemble, member_entry, model_filename, write_manifest
 from recourselab.models.registry import FitContext, fit_model
 
@@ -59,5 +59,26 @@ def test_tampered_file_and_missing_members_are_errors(saved):
     (directory / "knn.skops").write_bytes(b"not a model")
     with pytest.raises(ChecksumError, match="knn.skops"):
         load_ensemble(directory)
-    with pytest.raises(DataError, match="run the tune_ensemble stage first"):
+    with pytest.raises(MissingArtifactError, match="run the tune_ensemble stage first"):
         load_ensemble(directory / "nowhere")
+
+
+def test_a_damaged_manifest_or_member_file_is_an_artifact_error(saved):
+    directory, _, _ = saved
+    manifest = read_json(directory / "manifest.json")
+    (directory / "knn.skops").unlink()
+    with pytest.raises(MissingArtifactError, match=r"lists knn in .*knn\.skops, which is missing"):
+        load_ensemble(directory)
+    # a file the library cannot read, although the manifest's sha256 matches it (another library version)
+    (directory / "lightgbm.txt").write_text("not a LightGBM model")
+    manifest["members"]["lightgbm"]["sha256"] = sha256_file(directory / "lightgbm.txt")
+    write_manifest(directory, manifest["members"], dataset="moons", seed=0)
+    with pytest.raises(ArtifactError, match=r"cannot load the lightgbm model from .*lightgbm\.txt .*tune_ensemble"):
+        load_ensemble(directory, ["lightgbm"])
+    del manifest["members"]["lightgbm"]["sha256"]
+    write_manifest(directory, manifest["members"], dataset="moons", seed=0)
+    with pytest.raises(ArtifactError, match=r"the entries \['lightgbm'\] are not members"):
+        load_ensemble(directory, ["knn"])
+    (directory / "manifest.json").write_text('{"dataset": "moons"}')
+    with pytest.raises(ArtifactError, match=r"manifest\.json lacks the keys \['members'\]"):
+        load_ensemble(directory)

@@ -25,7 +25,7 @@ from recourselab.data.registry import BUILTIN_DATASETS, DatasetSpec
 from recourselab.data.schema import Schema, python_scalar, sorted_levels
 from recourselab.data.sources import read_registry_file, resolve_user_file
 from recourselab.data.split import stratified_split, stratified_subsample
-from recourselab.errors import DataError
+from recourselab.errors import DataError, MissingArtifactError
 from recourselab.io import read_parquet, sha256_bytes, sha256_file
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def load_prepared(seed_dir: str | Path) -> PreparedSplits:
     """Read what the ``prepare`` stage wrote for one seed (``schema.json`` + split Parquet files)."""
     seed_dir = Path(seed_dir)
     if not (seed_dir / SCHEMA_FILE).is_file():
-        raise DataError(f"no prepared data in {seed_dir}; run the prepare stage first")
+        raise MissingArtifactError(f"no prepared data in {seed_dir}; run the prepare stage first")
     schema = Schema.load(seed_dir / SCHEMA_FILE)
     tables = {s: read_parquet(seed_dir / f"{s}.parquet") for s in SPLITS}
     for split, table in tables.items():

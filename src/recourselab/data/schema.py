@@ -19,8 +19,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from recourselab.errors import DataError, UnknownCategoryError
-from recourselab.io import read_json, write_json
+from recourselab.errors import ArtifactError, DataError, UnknownCategoryError
+from recourselab.io import RESTORE_HINT, error_reason, read_json, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -323,7 +323,13 @@ class Schema:
 
     @classmethod
     def load(cls, path: str | Path) -> Schema:
-        return cls.from_dict(read_json(path))
+        """Read a schema written by :meth:`save` (a damaged file is an ``ArtifactError``)."""
+        d = read_json(path, keys=["dataset", "target", "classes", "features", "version"])
+        try:
+            return cls.from_dict(d)
+        except (KeyError, TypeError, AttributeError) as err:  # a feature entry without its fields
+            raise ArtifactError(f"{path} does not describe a schema ({type(err).__name__}: {error_reason(err)}); "
+                                f"{RESTORE_HINT}") from err
 
 
 def encode_rows(X: np.ndarray | pd.DataFrame, schema: Schema | None = None, *, what: str = "rows",

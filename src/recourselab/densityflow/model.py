@@ -718,7 +718,7 @@ class DensityFlow:
         directory = Path(directory)
         if not (directory / "densityflow.json").is_file():
             raise MissingArtifactError(f"no saved DensityFlow in {directory} (densityflow.json is missing)")
-        meta = read_json(directory / "densityflow.json")
+        meta = read_json(directory / "densityflow.json", keys=["config", "d", "n_classes", "C", "mutable"])
         if schema is not None:
             saved = meta.get("dataset")
             if (saved is not None and saved != schema.dataset) or schema.n_encoded != meta["d"]:

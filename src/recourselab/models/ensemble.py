@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from recourselab.data.schema import Schema
-from recourselab.errors import ChecksumError, DataError
-from recourselab.io import read_json, sha256_file, write_json
+from recourselab.errors import ArtifactError, ChecksumError, DataError, MissingArtifactError
+from recourselab.io import RESTORE_HINT, read_json, sha256_file, write_json
 from recourselab.models.oracle import BlackBox
 from recourselab.models.registry import FittedModel, get_kind, load_model
 
@@ -35,6 +35,33 @@ def write_manifest(directory: str | Path, members: dict[str, dict[str, Any]], **
     return write_json(Path(directory) / MANIFEST, {**meta, "members": members})
 
 
+#: The keys of every manifest entry (see :func:`member_entry`).
+ENTRY_KEYS = ("kind", "file", "sha256", "params", "n_classes")
+
+
+def read_manifest(directory: str | Path) -> dict[str, Any]:
+    """The checked content of ``directory/manifest.json``.
+
+    Raises
+    ------
+    MissingArtifactError
+        No manifest: the ``tune_ensemble`` stage has not run for this dataset and seed.
+    ArtifactError
+        A damaged manifest: not JSON, no ``members`` mapping, or an entry without one of
+        :data:`ENTRY_KEYS`.
+    """
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise MissingArtifactError(f"no ensemble manifest at {path}; run the tune_ensemble stage first")
+    manifest = read_json(path, keys=["members"])
+    members = manifest["members"]
+    bad = [name for name, e in members.items() if not isinstance(e, dict) or set(ENTRY_KEYS) - set(e)] \
+        if isinstance(members, dict) else ["members"]
+    if bad:
+        raise ArtifactError(f"{path}: the entries {bad} are not members (each has {list(ENTRY_KEYS)}); {RESTORE_HINT}")
+    return manifest
+
+
 def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
                  dataset: str | None = None, seed: int | None = None) -> dict[str, FittedModel]:
     """Load (a subset of) the members listed in ``directory/manifest.json``, sha256-verified.
@@ -45,9 +72,7 @@ def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
     """
     directory = Path(directory)
     path = directory / MANIFEST
-    if not path.is_file():
-        raise DataError(f"no ensemble manifest at {path}; run the tune_ensemble stage first")
-    manifest = read_json(path)
+    manifest = read_manifest(directory)
     saved = manifest.get("dataset")
     if dataset is not None and saved is not None and saved != dataset:
         raise DataError(f"the ensemble in {directory} was tuned on dataset {saved!r}, not on the requested {dataset!r}")
@@ -64,7 +89,9 @@ def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
     for name in names:
         e = entries[name]
         file = directory / e["file"]
-        got = sha256_file(file) if file.is_file() else "missing file"
+        if not file.is_file():
+            raise MissingArtifactError(f"{path} lists {name} in {file}, which is missing; {RESTORE_HINT}")
+        got = sha256_file(file)
         if got != e["sha256"]:
             raise ChecksumError(f"sha256 mismatch for {file}: expected {e['sha256']}, got {got}")
         models[name] = load_model(e["kind"], file, e["params"], e["n_classes"])

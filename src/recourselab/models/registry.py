@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from recourselab.errors import RecourselabError, UnknownKeyError
+from recourselab.errors import ArtifactError, RecourselabError, UnknownKeyError
+from recourselab.io import error_reason
 
 log = logging.getLogger(__name__)
 
@@ -400,6 +401,19 @@ def fit_model(name: str, params: Mapping[str, Any], X: np.ndarray, y: np.ndarray
 
 
 def load_model(name: str, path: str | Path, params: Mapping[str, Any], n_classes: int) -> FittedModel:
-    """Load a model saved by :meth:`FittedModel.save` (native/safe formats only)."""
-    est = get_kind(name).load(Path(path))
+    """Load a model saved by :meth:`FittedModel.save` (native/safe formats only).
+
+    Raises
+    ------
+    ArtifactError
+        The kind's loader cannot read ``path`` (damaged, or saved by another version of its library).
+    """
+    kind = get_kind(name)
+    try:
+        est = kind.load(Path(path))
+    except RecourselabError:  # e.g. a skops file with types outside the allow-list
+        raise
+    except Exception as err:  # noqa: BLE001 - every library's own error type: one message
+        raise ArtifactError(f"cannot load the {name} model from {path} ({error_reason(err)}); it is damaged or "
+                            "was saved by another version of its library: re-run tune_ensemble") from err
     return FittedModel(kind=name, estimator=est, params=dict(params), n_classes=n_classes)
