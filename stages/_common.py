@@ -10,6 +10,7 @@ from pathlib import Path
 from recourselab.config import Params, load_params
 from recourselab.data.registry import BUILTIN_DATASETS
 from recourselab.errors import ConfigError, RecourselabError
+from recourselab.orchestration import LOG_FORMAT
 
 log = logging.getLogger("recourselab.stages")
 
@@ -26,7 +27,7 @@ def parser(step: str, doc: str) -> argparse.ArgumentParser:
 
 def setup(args: argparse.Namespace) -> Params:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+                        format=LOG_FORMAT)
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     params = load_params(args.params)

@@ -93,3 +93,37 @@ def test_limit_threads_caps_each_concurrent_task_and_restores_its_thread():
     assert seen["first_before"] == seen["second_before"] == base
     assert seen["first"] == seen["second"] == cap
     assert seen["first_after"] == seen["second_after"] == seen["first_before"]  # restored, after a failure too
+
+
+def _say(n: int) -> int:
+    import logging
+
+    logging.getLogger("recourselab.test_worker").info("worker %d says hello", n)
+    return n
+
+
+def test_process_workers_log_recourselab_records_in_the_stage_format(capfd):
+    import logging
+
+    from prefect import flow, task
+
+    from recourselab.config import OrchestrationParams
+    from recourselab.orchestration import task_runner
+
+    say = task(_say, name="say")
+
+    @flow(name="say-flow")
+    def say_flow() -> list[int]:
+        return [f.result() for f in [say.submit(i) for i in range(2)]]
+
+    logger = logging.getLogger("recourselab")
+    before = logger.level
+    logger.setLevel(logging.INFO)  # the stage's level (`--verbose`: DEBUG)
+    try:
+        runner = task_runner(OrchestrationParams(task_runner="process", max_workers=2))
+        assert say_flow.with_options(task_runner=runner)() == [0, 1]
+    finally:
+        logger.setLevel(before)
+    err = capfd.readouterr().err
+    for n in (0, 1):
+        assert f"INFO recourselab.test_worker: worker {n} says hello" in err

@@ -178,12 +178,37 @@ def threads_per_task(max_workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max_workers)
 
 
+#: The stages' log line format (worker processes use it too).
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def worker_logging(level: int) -> None:
+    """Set up a task worker process: recourselab's records at ``level`` go to stderr as in the stage.
+
+    A worker process starts without the stage's logging setup, so progress lines of long tasks
+    (DensityFlow training, model tuning) would otherwise be dropped.
+    """
+    logger = logging.getLogger("recourselab")
+    if not any(getattr(h, "recourselab_worker", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.recourselab_worker = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False  # the worker's root logger may have handlers of its own
+
+
 def task_runner(orchestration: Any) -> Any:
-    """The Prefect task runner of an ``orchestration`` params section."""
+    """The Prefect task runner of an ``orchestration`` params section.
+
+    Process workers log recourselab's records at this process's level (see :func:`worker_logging`).
+    """
     from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
     if orchestration.task_runner == "process" and orchestration.max_workers > 1:
-        return ProcessPoolTaskRunner(max_workers=orchestration.max_workers)
+        level = logging.getLogger("recourselab").getEffectiveLevel()
+        return ProcessPoolTaskRunner(max_workers=orchestration.max_workers, initializer=worker_logging,
+                                     initargs=(level,))
     return ThreadPoolTaskRunner(max_workers=orchestration.max_workers)
 
 

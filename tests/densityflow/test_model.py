@@ -56,6 +56,20 @@ def test_short_training_on_moons_is_valid_for_the_ensemble(moons, trained, ensem
     assert len(trained.log_.rows) == FAST["epochs"]
 
 
+def test_training_reports_progress_about_ten_times_and_at_the_end(moons, caplog):
+    import logging
+
+    X, y = moons.arrays("train")
+    with caplog.at_level(logging.INFO, logger="recourselab.densityflow"):
+        flow = DensityFlow(schema=moons.schema, seed=1, **{**FAST, "epochs": 23}).fit(X, y)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("DensityFlow training (seed 1)")]
+    n = len(flow.log_.rows)
+    assert n >= 23 and 7 <= len(lines) <= 11
+    assert lines[-1].startswith(f"DensityFlow training (seed 1): epoch {n}/{n}, loss ")
+    assert lines[-1].endswith("about 0 s left")
+    assert f"loss {flow.log_.rows[-1]['loss']:.4f}" in lines[-1]
+
+
 def test_distillation_never_exceeds_its_budget_and_counts_exactly(moons, ensemble):
     X, y = moons.arrays("train")
     flow = DensityFlow(schema=moons.schema, seed=1, **{**FAST, "epochs": 2})

@@ -380,7 +380,8 @@ class DensityFlow:
                  "opt_phi": opt_phi, "opt_g": opt_g, "sched_phi": sched[0], "sched_g": sched[1]}
         ckpt = None if checkpoint_dir is None else Path(checkpoint_dir) / f"densityflow-{self._fit_key(X, y)}.pt"
         first = self._resume(ckpt, state, gen, n_epochs) if ckpt is not None and ckpt.exists() else 0
-        last_write = time.monotonic()
+        last_write = started = time.monotonic()
+        report_every = math.ceil(n_epochs / 10)  # at most ten progress lines per fit in the stage logs (and the last)
 
         epochs = range(first, n_epochs)
         if progress:
@@ -420,6 +421,12 @@ class DensityFlow:
             row = {"epoch": epoch, **{k: v / n_batches for k, v in sums.items()}}
             self.log_.rows.append(row)
             log.debug("epoch %d: %s", epoch, row)
+            if (epoch + 1) % report_every == 0 or epoch + 1 == n_epochs:
+                elapsed = time.monotonic() - started
+                left = elapsed / (epoch + 1 - first) * (n_epochs - epoch - 1)
+                log.info("DensityFlow training (seed %d): epoch %d/%d, loss %.4f, valid %.4f, cost %.4f, "
+                         "density %.4f; %.0f s, about %.0f s left", cfg.seed, epoch + 1, n_epochs, row["loss"],
+                         row["valid"], row["cost"], row["density"], elapsed, left)
             if ckpt is not None and epoch + 1 < n_epochs and time.monotonic() - last_write >= checkpoint_seconds:
                 self._checkpoint(ckpt, state, gen, epoch)
                 last_write = time.monotonic()
