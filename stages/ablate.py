@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
         from recourselab.errors import ConfigError
 
         raise ConfigError(f"{args.dataset!r} is not in datasets {params.datasets}")
+    outside = [d for d in params.ablate.datasets if d not in params.datasets]
+    if outside:  # e.g. the default ablate.datasets after `datasets` was narrowed
+        log.warning("ablate.datasets lists %s, which are not in datasets %s: they are not ablated",
+                    outside, params.datasets)
     out_root = args.out or Path("data/ablate")
     from flows.ablate import ablate_flow, run, write_not_ablated
 

@@ -26,6 +26,19 @@ def test_a_dataset_outside_ablate_datasets_gets_a_note_and_no_run(tmp_path):
     assert read_json(out / "german" / "not_ablated.json") == note
 
 
+def test_ablate_datasets_outside_the_pipeline_are_named_in_a_warning(tmp_path, caplog):
+    profile = render_profile("default").model_dump(mode="json")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({**profile, "datasets": ["moons", "german"]}))
+    argv = ["--dataset", "german", "--params", str(path),
+            "--out", str(tmp_path / "o"), "--metrics", str(tmp_path / "m")]
+    assert ablate.main(argv) == 0
+    assert "ablate.datasets lists ['adult', 'compas'], which are not in datasets ['moons', 'german']" in caplog.text
+    caplog.clear()
+    assert ablate.main([*argv[:2], "--params", _params(tmp_path), *argv[4:]]) == 0  # all of them in the pipeline
+    assert "ablate.datasets lists" not in caplog.text
+
+
 def test_a_dataset_outside_the_pipeline_is_a_one_line_error(tmp_path, caplog):
     argv = ["--dataset", "heloc", "--params", _params(tmp_path), "--out", str(tmp_path / "out")]
     assert ablate.main(argv) == 1
