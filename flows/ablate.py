@@ -51,8 +51,8 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     Xte, yte = prepared.arrays("test")
     gen, dist, variants = section["generate"], section["distill"], section["ablate"]["variants"]
     checkpoints = Path(staging_root).parent / "checkpoints" / "ablate" / dataset / f"seed={seed}"
-    rows: dict[str, dict[str, Any]] = {"full": {k: v for k, v in read_json(
-        Path(recourse_dir) / "metrics.json", keys=HEADLINE).items() if k in HEADLINE}}
+    full_metrics = read_json(Path(recourse_dir) / "metrics.json", keys=HEADLINE)
+    rows: dict[str, dict[str, Any]] = {"full": {k: full_metrics[k] for k in HEADLINE}}
     with limit_threads(n_threads):
         box = _ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]}, seed=seed)
         # generate's query rows and targets, read back instead of re-querying the whole test split

@@ -238,7 +238,7 @@ def _require_upstream(dirs: dict[str, str], names: list[str]) -> None:
         present = (path / MANIFEST).is_file() if k == "ensemble" else path.is_dir() and any(path.iterdir())
         if not present:
             raise MissingArtifactError(f"no {k} outputs in {path}; run the {PRODUCERS.get(k, k)} stage first "
-                            "(`make repro` runs every stage in order)")
+                                       "(`make repro` runs every stage in order)")
 
 
 def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:

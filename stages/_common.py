@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import logging
 from pathlib import Path
 
 from recourselab.config import Params, load_params
 from recourselab.data.registry import BUILTIN_DATASETS
-from recourselab.errors import ConfigError, RecourselabError
+from recourselab.errors import ConfigError, RecourselabError, did_you_mean
 from recourselab.orchestration import LOG_FORMAT
 
 log = logging.getLogger("recourselab.stages")
@@ -34,10 +33,9 @@ def setup(args: argparse.Namespace) -> Params:
     others = [n for n in [*BUILTIN_DATASETS, *params.data.custom] if n not in params.datasets]
     known = [*params.datasets, *others]
     if args.dataset not in known:  # a typo: name it before a stage looks for its upstream folders
-        close = difflib.get_close_matches(args.dataset, known, 1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigError(f"unknown dataset {args.dataset!r}{hint}; params.yaml `datasets`: "
-                          f"{', '.join(params.datasets)}; other built-in and custom datasets: {', '.join(others)}")
+        raise ConfigError(f"unknown dataset {args.dataset!r}{did_you_mean(args.dataset, known)}; "
+                          f"params.yaml `datasets`: {', '.join(params.datasets)}; "
+                          f"other built-in and custom datasets: {', '.join(others)}")
     return params
 
 

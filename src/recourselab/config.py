@@ -8,7 +8,6 @@ profile; other profiles (``profiles/<name>.yaml``) are overlays rendered on top 
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
@@ -18,7 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from recourselab.errors import ConfigError
+from recourselab.errors import ConfigError, did_you_mean
 
 DEFAULT_DATASETS = ["moons", "circles", "spirals", "chessboard", "adult", "compas", "german"]
 PROFILES_DIR = "profiles"
@@ -162,7 +161,7 @@ class ModelsParams(StrictModel):
             for key in [*spec.grid, *spec.fixed]:
                 if key not in valid:
                     raise ValueError(f"unknown hyperparameter {key!r} for model {name!r}"
-                                     f"{_suggest(key, list(valid))}; valid: {', '.join(valid)}")
+                                     f"{did_you_mean(key, valid)}; valid: {', '.join(valid)}")
         return self
 
 
@@ -171,7 +170,7 @@ def _known_models(v: list[str], what: str) -> list[str]:
     valid = list(ModelsParams.model_fields)
     for name in v:
         if name not in valid:
-            raise ValueError(f"unknown model {name!r}{_suggest(name, valid)}; valid: {', '.join(valid)}")
+            raise ValueError(f"unknown model {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}")
     if not v or len(set(v)) != len(v):
         raise ValueError(f"{what} must be a non-empty list of distinct models, got {v}")
     return v
@@ -480,32 +479,27 @@ class Params(StrictModel):
         for name in self.datasets:
             if name not in valid:
                 raise ValueError(
-                    f"unknown dataset {name!r}{_suggest(name, valid)}; valid datasets: "
+                    f"unknown dataset {name!r}{did_you_mean(name, valid)}; valid datasets: "
                     f"{', '.join(valid)} (declare your own under data.custom)"
                 )
         if len(set(self.datasets)) != len(self.datasets):
             raise ValueError(f"datasets listed twice: {self.datasets}")
         for name in self.ablate.datasets:
             if name not in valid:
-                raise ValueError(f"ablate.datasets: unknown dataset {name!r}{_suggest(name, valid)}; "
+                raise ValueError(f"ablate.datasets: unknown dataset {name!r}{did_you_mean(name, valid)}; "
                                  f"valid datasets: {', '.join(valid)}")
         for name in self.prepare.immutable:
             if name not in valid:
-                raise ValueError(f"prepare.immutable: unknown dataset {name!r}{_suggest(name, valid)}; "
+                raise ValueError(f"prepare.immutable: unknown dataset {name!r}{did_you_mean(name, valid)}; "
                                  f"valid datasets: {', '.join(valid)}")
         for name in self.train_flow.per_dataset:
             if name not in valid:
-                raise ValueError(f"train_flow.per_dataset: unknown dataset {name!r}{_suggest(name, valid)}; "
+                raise ValueError(f"train_flow.per_dataset: unknown dataset {name!r}{did_you_mean(name, valid)}; "
                                  f"valid datasets: {', '.join(valid)}")
         if self.ablate.n_seeds > len(self.seeds):
             raise ValueError(f"ablate.n_seeds is {self.ablate.n_seeds} but only {len(self.seeds)} seeds are listed "
                              f"({self.seeds}); ablate.n_seeds counts the first seeds of `seeds`")
         return self
-
-
-def _suggest(word: str, valid: list[str]) -> str:
-    close = difflib.get_close_matches(word, valid, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _valid_keys(loc: tuple[Any, ...]) -> tuple[str, list[str]]:
@@ -536,7 +530,7 @@ def _format_errors(err: ValidationError, source: str) -> str:
             section, valid = _valid_keys(loc)
             name = str(loc[-1])
             lines.append(
-                f"  unknown key {key!r} in section {section!r}{_suggest(name, valid)}; "
+                f"  unknown key {key!r} in section {section!r}{did_you_mean(name, valid)}; "
                 f"valid keys: {', '.join(valid)}"
             )
         else:
@@ -608,7 +602,7 @@ def render_profile(name: str, root: str | Path = ".") -> Params:
     path = Path(root) / PROFILES_DIR / f"{name}.yaml"
     if not path.is_file():
         valid = available_profiles(root)
-        raise ConfigError(f"unknown profile {name!r}{_suggest(name, valid)}; valid: {', '.join(valid)}")
+        raise ConfigError(f"unknown profile {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}")
     overlay = yaml.safe_load(path.read_text()) or {}
     overlay["profile"] = name
     return parse_params(_deep_merge(base, overlay), source=str(path))

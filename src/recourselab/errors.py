@@ -1,5 +1,14 @@
 """Exception types. Every error names the offending dataset, column, key or file."""
 
+import difflib
+from collections.abc import Iterable
+
+
+def did_you_mean(word: str, valid: Iterable[str]) -> str:
+    """A `` (did you mean 'x'?)`` hint for a misspelled ``word``, or ``""`` when nothing is close."""
+    close = difflib.get_close_matches(word, list(valid), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
 
 class RecourselabError(Exception):
     """Base class of all recourselab errors."""

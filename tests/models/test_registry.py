@@ -42,7 +42,7 @@ def test_registry_holds_eight_kinds_and_the_ensemble_is_the_first_seven():
 
 
 @pytest.mark.parametrize("name", list(MODEL_KINDS))
-def test_fit_predict_save_load_round_trip(name, moons_small, tmp_path):
+def test_fit_predict_save_load_round_trip(name, moons_small, tmp_path, capsys):
     train, val, test = moons_small
     model = fit_model(name, FAST[name], train.X, train.y, _ctx(val))
     proba = model.predict_proba(test.X)
@@ -54,6 +54,7 @@ def test_fit_predict_save_load_round_trip(name, moons_small, tmp_path):
     assert path.is_file() and not list(tmp_path.glob(".*tmp"))
     loaded = load_model(name, path, model.params, 2)
     np.testing.assert_array_equal(loaded.predict_proba(test.X), proba)
+    assert capsys.readouterr().out == ""  # libraries' prints (TabNet's "Successfully saved") are muted
 
 
 @pytest.mark.parametrize("name", list(MODEL_KINDS))

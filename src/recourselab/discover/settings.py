@@ -9,7 +9,6 @@ Scores ``b(x)`` are probabilities of the favourable class, in [0, 1].
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import numbers
 from collections.abc import Mapping
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from recourselab.errors import ConfigError
+from recourselab.errors import ConfigError, did_you_mean
 
 ACTIONABILITY = ("increasing", "decreasing", "fixed")
 #: Stopping rules of the outer loop (see ``DiscoverSettings.stop``).
@@ -263,8 +262,7 @@ class DiscoverSettings:
         valid = [f.name for f in dataclasses.fields(cls)]
         unknown = [k for k in kwargs if k not in valid]
         if unknown:
-            hints = [f"{k!r}" + (f" (did you mean {c[0]!r}?)" if (c := difflib.get_close_matches(k, valid, 1))
-                                  else "") for k in unknown]
+            hints = [f"{k!r}{did_you_mean(k, valid)}" for k in unknown]
             raise ConfigError(f"unknown DISCOVER setting(s) {', '.join(hints)}; valid: {', '.join(valid)}")
         return cls(**kwargs)
 

@@ -55,8 +55,10 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         raise MissingArtifactError(f"no ensemble manifest at {path}; run the tune_ensemble stage first")
     manifest = read_json(path, keys=["members"])
     members = manifest["members"]
-    bad = [name for name, e in members.items() if not isinstance(e, dict) or set(ENTRY_KEYS) - set(e)] \
-        if isinstance(members, dict) else ["members"]
+    if isinstance(members, dict):
+        bad = [name for name, e in members.items() if not isinstance(e, dict) or set(ENTRY_KEYS) - set(e)]
+    else:
+        bad = ["members"]
     if bad:
         raise ArtifactError(f"{path}: the entries {bad} are not members (each has {list(ENTRY_KEYS)}); {RESTORE_HINT}")
     return manifest

@@ -327,7 +327,8 @@ def _save_tabnet(est: Any, path: Path) -> Path:
     from recourselab.io import copy_atomic
 
     with tempfile.TemporaryDirectory() as tmp:
-        with warnings.catch_warnings():
+        # save_model prints "Successfully saved model at ..." (a temporary path) to stdout
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             written = est.save_model(str(Path(tmp) / "model"))  # appends .zip
         copy_atomic(written, path)
