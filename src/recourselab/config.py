@@ -353,6 +353,9 @@ class DiscoverSolverParams(StrictModel):
     tol: float = Field(default=1e-6, ge=0, description="relative improvement counted as a stall")
     cone_angle: float = Field(default=math.pi / 4, gt=0, le=math.pi, description="half-angle phi (radians)")
     step: float = Field(default=0.2, gt=0, description="lambda_max, numerical step in feature ranges")
+    step_range: Literal["training", "factuals"] = Field(
+        default="training", description="range that scales numerical steps: the training split's or the "
+        "factual sample's (the released notebook's)")
     categorical_step: float = Field(default=1.2, ge=0, description="max step in a categorical embedding")
     temperature: float = Field(default=2.0, gt=0, description="tau of the categorical decoding")
     embedding_dim: int | None = Field(default=None, ge=1, description="r of the categorical embeddings")

@@ -130,9 +130,31 @@ def test_actionability_rules_hold_by_construction(toy):
     assert (dec >= dec0).all()
 
 
+def test_factual_step_range_scales_numerical_moves_by_the_sample_spread(toy):
+    training, factual = _space(toy), _space(toy, step_range="factuals")
+    cols = training.num_cols
+    spread = np.ptp(toy.factuals[:, cols], axis=0)
+    assert (spread > 0).all() and (spread <= training.num_range).all()
+    assert spread[0] < 0.7 * training.num_range[0]  # income: the 40 rows span less than the split
+    assert np.allclose(factual.num_range, spread)
+    for space in (training, factual):  # a move never exceeds step times the scaling range
+        rows, cands = _propose(toy, space, M=300)
+        moves = np.abs(cands[..., cols] - toy.factuals[rows][:, cols]).max(axis=(0, 1))
+        half_unit = 0.5 / np.array([f.std for f in toy.schema.features if f.kind == "numerical"])  # integer rounding
+        assert (moves <= space.settings.step * space.num_range + half_unit + 1e-9).all()
+        assert (moves > 0).all()
+    # a feature that is constant in the sample keeps the training range instead of freezing
+    const = toy.factuals.copy()
+    const[:, cols[0]] = const[0, cols[0]]
+    kept = ProposalSpace(toy.schema, const, DiscoverSettings(step_range="factuals"))
+    assert kept.num_range[0] > 0 and np.allclose(kept.num_range[1:], spread[1:])
+
+
 def test_bad_settings_and_unknown_features_are_rejected(toy):
     with pytest.raises(ConfigError, match="unknown rule"):
         DiscoverSettings(actionability={"age": "upwards"})
+    with pytest.raises(ConfigError, match="step_range 'global'.*valid: training, factuals"):
+        DiscoverSettings(step_range="global")
     with pytest.raises(DataError, match="unknown features"):
         _space(toy, actionability={"height": "fixed"})
     with pytest.raises(DataError, match="no feature can be edited"):

@@ -165,6 +165,9 @@ class ProposalSpace:
         self.num_mean = np.array(num_mean, dtype=float)
         self.num_std = np.array(num_std, dtype=float)
         self.num_range = (hi - lo)[self.num_cols]
+        if settings.step_range == "factuals":  # the sample's own spread; constant features keep the training range
+            spread = np.ptp(factuals[:, self.num_cols], axis=0)
+            self.num_range = np.where(spread > 0, spread, self.num_range)
         row_lo = np.broadcast_to(lo[self.num_cols], (n, len(num_cols))).copy()
         row_hi = np.broadcast_to(hi[self.num_cols], (n, len(num_cols))).copy()
         for j, name in enumerate(num_names):
@@ -211,8 +214,8 @@ class ProposalSpace:
     # ------------------------------------------------------------------ primitive
     def numerical_values(self, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Encoded numerical values (..., k, n_numerical) of factual rows ``rows`` (k,) made valid:
-        kept in each row's bounds (the training range widened to the row's factual value, narrowed
-        by actionability), integer features rounded in original units."""
+        kept in each row's bounds (the training range widened to the factual sample's values,
+        narrowed by actionability), integer features rounded in original units."""
         val = np.clip(values, self.row_lo[rows], self.row_hi[rows])
         if self.num_integer.any():
             orig = np.rint(val * self.num_std + self.num_mean)

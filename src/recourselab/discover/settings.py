@@ -22,6 +22,8 @@ from recourselab.errors import ConfigError, did_you_mean
 ACTIONABILITY = ("increasing", "decreasing", "fixed")
 #: Stopping rules of the outer loop (see ``DiscoverSettings.stop``).
 STOP_RULES = ("stalled", "certified", "ot_y")
+#: Ranges that scale numerical steps (see ``DiscoverSettings.step_range``).
+STEP_RANGES = ("training", "factuals")
 
 
 _TYPE_WORDS = {"int": "an integer", "float": "a finite number", "bool": "True or False", "str": "a string"}
@@ -124,8 +126,14 @@ class DiscoverSettings:
     -----------------------------------
     cone_angle : half-angle phi (radians) of the cone around -g. Default pi/4.
     step : lambda_max; a numerical move is lambda ~ U(0, step) times each feature's range
-        (R_max - R_min, encoded units), along the cone direction restricted to the row's
-        edited numerical features (renormalised). Default 0.2.
+        (R_max - R_min, encoded units, see ``step_range``), along the cone direction restricted
+        to the row's edited numerical features (renormalised). Default 0.2.
+    step_range : the range R_max - R_min that scales numerical steps, a key of
+        :data:`STEP_RANGES`. ``"training"`` (default): the training range (widened to the
+        factual sample's values). ``"factuals"``: the factual sample's own min-max, as the
+        released DISCOVER notebook (``use_global_ranges=False``); heavy-tailed counts then move
+        by the spread of the sample rather than of the whole training split (features constant
+        in the sample keep the training range). Values are clipped to the training range either way.
     categorical_step : maximum step length in a categorical's embedding space. Default 1.2.
     temperature : tau of the categorical decoding p(v) ~ exp(-||E_p[v] - z||^2 / tau).
         Default 2.0.
@@ -184,6 +192,7 @@ class DiscoverSettings:
     tol: float = 1e-6
     cone_angle: float = math.pi / 4
     step: float = 0.2
+    step_range: str = "training"
     categorical_step: float = 1.2
     temperature: float = 2.0
     embedding_dim: int | None = None
@@ -245,6 +254,8 @@ class DiscoverSettings:
             if rule not in ACTIONABILITY:
                 raise ConfigError(f"actionability of {name!r}: unknown rule {rule!r}; valid: "
                                   f"{', '.join(ACTIONABILITY)}")
+        if self.step_range not in STEP_RANGES:
+            raise ConfigError(f"unknown DISCOVER step_range {self.step_range!r}; valid: {', '.join(STEP_RANGES)}")
         if self.stop not in STOP_RULES:
             raise ConfigError(f"unknown DISCOVER stop rule {self.stop!r}; valid: {', '.join(STOP_RULES)}")
         if (self.stop == "ot_y") != (self.stop_ot_y is not None):
