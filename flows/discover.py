@@ -151,13 +151,20 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
     models = resolve_models(params, models)
     section = params.discover.model_dump(mode="json")
     section.pop("models")  # a task's key must not change when another model is added
+    section.pop("per_dataset")  # nor when another dataset's overrides change
+    section["solver"] = params.discover.solver_for(dataset).model_dump(mode="json")
     code = code_fingerprint(*CODE)
     n_threads = threads_per_task(params.orchestration.max_workers)
     calls, out_dirs, keys = [], [], []
     for seed in params.seeds:
         prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"
         ensemble_dir = Path(ensemble_root) / dataset / f"seed={seed}"
-        load_prepared(prepared_dir)  # fail early, before any task runs
+        schema = load_prepared(prepared_dir).schema  # fail early, before any task runs
+        unknown = sorted(set(section["solver"]["actionability"]) - set(schema.feature_names))
+        if unknown:
+            raise ConfigError(f"discover actionability of dataset {dataset!r} names unknown features {unknown} "
+                              f"(set per dataset under discover.per_dataset.{dataset}.actionability); "
+                              f"its features: {', '.join(schema.feature_names)}")
         prepared_key = dir_fingerprint(prepared_dir)
         for model in models:
             calls.append(dict(dataset=dataset, model=model, seed=seed, section=section,

@@ -327,7 +327,8 @@ def test_train_flow_per_dataset_overrides_only_that_dataset():
 
 
 @pytest.mark.parametrize(("override", "pattern"), [
-    ({"spirals": {"min_stepz": 5}}, r"per_dataset\.spirals: unknown keys \['min_stepz'\]; valid keys: .*min_steps"),
+    ({"spirals": {"min_stepz": 5}}, r"per_dataset\.spirals: unknown keys \['min_stepz'\] \(did you mean "
+                                    r"'min_steps'\?\); valid keys: .*min_steps"),
     ({"spiral": {"min_steps": 5}}, r"unknown dataset 'spiral' \(did you mean 'spirals'\?\)"),
     ({"spirals": {"min_steps": -5}}, r"per_dataset\.spirals: min_steps: Input should be greater than or equal to 0"),
     ({"spirals": {"min_steps": True}}, r"per_dataset\.spirals: min_steps: Input should be a valid integer"),
@@ -335,6 +336,33 @@ def test_train_flow_per_dataset_overrides_only_that_dataset():
 def test_train_flow_per_dataset_errors_name_the_problem(override, pattern):
     with pytest.raises(ConfigError, match=pattern):
         parse_params({"train_flow": {"per_dataset": override}})
+
+
+# ---------------------------------------------------------------------------- per-dataset discover
+def test_discover_per_dataset_replaces_solver_settings_of_that_dataset_only():
+    default = parse_params({}).discover
+    assert default.solver.actionability == {}  # ages only grow where a dataset has one
+    assert default.solver_for("compas").actionability == {"age": "increasing"}
+    assert default.solver_for("german").actionability == {"age_in_years": "increasing"}
+    assert default.solver_for("heloc") == default.solver
+    p = parse_params({"discover": {"solver": {"step": 0.3}, "per_dataset": {"heloc": {"step_range": "factuals"}}}})
+    heloc, compas = p.discover.solver_for("heloc"), p.discover.solver_for("compas")
+    assert (heloc.step_range, heloc.step) == ("factuals", 0.3)
+    assert (compas.step_range, compas.actionability) == ("training", {})  # a given mapping replaces the default
+
+
+@pytest.mark.parametrize(("override", "pattern"), [
+    ({"compas": {"actionabilty": {}}}, r"discover\.per_dataset\.compas: unknown keys \['actionabilty'\] "
+                                       r"\(did you mean 'actionability'\?\)"),
+    ({"compass": {"step": 0.1}}, r"discover\.per_dataset: unknown dataset 'compass' \(did you mean 'compas'\?\)"),
+    ({"compas": {"actionability": {"age": "up"}}}, r"per_dataset\.compas: actionability\.age: Input should be "
+                                                   r"'increasing', 'decreasing' or 'fixed'"),
+    ({"compas": {"step_range": "global"}}, r"per_dataset\.compas: step_range: Input should be 'training' or "
+                                           r"'factuals'"),
+])
+def test_discover_per_dataset_errors_name_the_problem(override, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        parse_params({"discover": {"per_dataset": override}})
 
 
 def test_ablate_settings_are_validated():

@@ -39,6 +39,26 @@ def _validate_strict(model: type[StrictModel], data: dict[str, Any]) -> Any:
     return model.model_validate_json(json.dumps(data, default=str), strict=True)
 
 
+def _with_override(section: StrictModel, override: dict[str, Any], where: str,
+                   exclude: frozenset[str] = frozenset()) -> Any:
+    """``section`` with the keys of ``override`` replaced, validated as a whole (``exclude``: emptied).
+
+    Raises ValueError naming ``where`` and the valid keys for unknown keys or invalid values.
+    """
+    cls = type(section)
+    fields = set(cls.model_fields) - exclude
+    unknown = sorted(set(override) - fields)
+    if unknown:
+        hint = did_you_mean(unknown[0], fields) if len(unknown) == 1 else ""
+        raise ValueError(f"{where}: unknown keys {unknown}{hint}; valid keys: {', '.join(sorted(fields))}")
+    base = section.model_dump(exclude=set(exclude))
+    try:
+        return _validate_strict(cls, {**base, **override, **{k: {} for k in exclude}})
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise ValueError(f"{where}: {problems}") from None
+
+
 class CustomDataset(StrictModel):
     """A user-declared dataset read from a CSV or Parquet file (no code needed)."""
 
@@ -251,18 +271,8 @@ class TrainFlowParams(StrictModel):
 
     def for_dataset(self, name: str) -> TrainFlowParams:
         """The settings of dataset ``name``: the common ones with its ``per_dataset`` entry applied."""
-        override = self.per_dataset.get(name, {})
-        fields = set(type(self).model_fields) - {"per_dataset"}
-        unknown = sorted(set(override) - fields)
-        if unknown:
-            raise ValueError(f"train_flow.per_dataset.{name}: unknown keys {unknown}; valid keys: "
-                             f"{', '.join(sorted(fields))}")
-        base = self.model_dump(exclude={"per_dataset"})
-        try:
-            return _validate_strict(type(self), {**base, **override, "per_dataset": {}})
-        except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-            raise ValueError(f"train_flow.per_dataset.{name}: {problems}") from None
+        return _with_override(self, self.per_dataset.get(name, {}), f"train_flow.per_dataset.{name}",
+                              frozenset({"per_dataset"}))
 
 
 class DistillParams(StrictModel):
@@ -389,6 +399,14 @@ class DiscoverSolverParams(StrictModel):
         return self
 
 
+#: Actionability of the discover stage: ages only grow (the feature names differ per dataset).
+DEFAULT_DISCOVER_OVERRIDES: dict[str, dict[str, Any]] = {
+    "adult": {"actionability": {"age": "increasing"}},
+    "compas": {"actionability": {"age": "increasing"}},
+    "german": {"actionability": {"age_in_years": "increasing"}},
+}
+
+
 class DiscoverTargetParams(StrictModel):
     """Target output distribution y* (seeded with the run seed); only the kind's parameters are used.
 
@@ -424,11 +442,25 @@ class DiscoverParams(StrictModel):
         default="unfavourable", description="pool: rows the model predicts unfavourable (b < 0.5), or all rows")
     target: DiscoverTargetParams = Field(default_factory=DiscoverTargetParams)
     solver: DiscoverSolverParams = Field(default_factory=DiscoverSolverParams)
+    per_dataset: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: {k: {kk: dict(vv) for kk, vv in v.items()}
+                                 for k, v in DEFAULT_DISCOVER_OVERRIDES.items()},
+        description="dataset -> solver settings that replace the common ones (e.g. actionability)")
 
     @field_validator("models")
     @classmethod
     def _models_known(cls, v: list[str]) -> list[str]:
         return _known_models(v, "models")
+
+    @model_validator(mode="after")
+    def _overrides_valid(self) -> DiscoverParams:
+        for name in self.per_dataset:
+            self.solver_for(name)
+        return self
+
+    def solver_for(self, name: str) -> DiscoverSolverParams:
+        """The solver settings of dataset ``name``: ``solver`` with its ``per_dataset`` entry applied."""
+        return _with_override(self.solver, self.per_dataset.get(name, {}), f"discover.per_dataset.{name}")
 
 
 class OrchestrationParams(StrictModel):
@@ -494,6 +526,10 @@ class Params(StrictModel):
         for name in self.prepare.immutable:
             if name not in valid:
                 raise ValueError(f"prepare.immutable: unknown dataset {name!r}{did_you_mean(name, valid)}; "
+                                 f"valid datasets: {', '.join(valid)}")
+        for name in self.discover.per_dataset:
+            if name not in valid:
+                raise ValueError(f"discover.per_dataset: unknown dataset {name!r}{did_you_mean(name, valid)}; "
                                  f"valid datasets: {', '.join(valid)}")
         for name in self.train_flow.per_dataset:
             if name not in valid:

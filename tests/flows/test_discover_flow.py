@@ -81,6 +81,26 @@ def test_discover_flow_writes_outputs_and_is_cached(tmp_path, tiny, monkeypatch)
     assert all(r.cached for r in second)
     assert (out / "log.parquet").is_file()
 
+    # per-dataset solver settings: another dataset's entry keeps this dataset's cache ...
+    section = tiny.discover.model_dump(mode="json")
+    other = tiny.model_copy(update={"discover": type(tiny.discover).model_validate(
+        {**section, "per_dataset": {"adult": {"step": 0.5}}})})
+    assert all(r.cached for r in discover_module.run_discover("moons", other, *args[2:])) and len(calls) == 2
+    # ... its own entry re-runs it, and an actionability rule holds in the outputs
+    own = tiny.model_copy(update={"discover": type(tiny.discover).model_validate(
+        {**section, "per_dataset": {"moons": {"actionability": {"x0": "increasing"}, "step": 0.5}}})})
+    assert not any(r.cached for r in discover_module.run_discover("moons", own, *args[2:])) and len(calls) == 4
+    table = pd.read_parquet(out / "counterfactuals.parquet")
+    moved = table["cf_original__x0"] != table["factual_original__x0"]
+    assert moved.any() and (table["cf_original__x0"] >= table["factual_original__x0"] - 1e-12).all()
+    assert read_provenance(out / "counterfactuals.parquet")["params_hash"] != prov["params_hash"]
+    # an actionability rule naming a feature the dataset lacks stops the flow before any task runs
+    wrong = tiny.model_copy(update={"discover": type(tiny.discover).model_validate(
+        {**section, "per_dataset": {"moons": {"actionability": {"age": "increasing"}}}})})
+    with pytest.raises(ConfigError, match=r"dataset 'moons' names unknown features \['age'\].*features: x0, x1"):
+        discover_module.run_discover("moons", wrong, *args[2:])
+    assert len(calls) == 4
+
 
 def test_model_subset_is_checked_before_any_flow_runs(tiny):
     assert discover_module.resolve_models(tiny, None) == ["lightgbm"]
