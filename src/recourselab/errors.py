@@ -1,4 +1,7 @@
-"""Exception types. Every error names the offending dataset, column, key or file."""
+"""Exception types and the did-you-mean hint their messages share.
+
+Every error names the offending dataset, column, key or file.
+"""
 
 import difflib
 from collections.abc import Iterable
