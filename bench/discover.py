@@ -43,7 +43,8 @@ by the factual sample's own spread (``step_range="factuals"``, as the released n
 
 Writes bench/results/discover.json. Run: ``python bench/discover.py [speed,quality,dce] [CONFIGS]``
 (default: all parts; CONFIGS, a comma-separated list of quality configuration labels, re-measures
-only those (and ``default``) and keeps the other configurations' figures in the JSON).
+only those and ``default`` and keeps the other configurations' figures in the JSON, which may then
+mix figures of two code versions: re-run every configuration after a solver change).
 """
 
 from __future__ import annotations
@@ -297,6 +298,9 @@ def main() -> None:
     logging.getLogger("recourselab").setLevel(logging.WARNING)
     params = Params()
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["speed", "quality", "dce"]
+    if len(sys.argv) > 2 and "quality" not in parts:
+        raise SystemExit("a list of quality configurations needs the quality part: "
+                         "python bench/discover.py quality LABELS")
     results: dict[str, Any] = json.loads(OUT.read_text()) if OUT.is_file() else {}
     results |= {"units": "squared Wasserstein-2 (SW^2, W^2) in the encoded space; seconds",
                 "target": TARGET.to_dict(), "n_factuals": N_FACTUALS, "cpu_count": os.cpu_count(),

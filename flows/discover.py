@@ -153,6 +153,11 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
     section.pop("models")  # a task's key must not change when another model is added
     section.pop("per_dataset")  # nor when another dataset's overrides change
     section["solver"] = params.discover.solver_for(dataset).model_dump(mode="json")
+    dropped = sorted(set(params.discover.solver.actionability) - set(section["solver"]["actionability"]))
+    if dropped:  # a dataset's own actionability mapping replaces the common one, it does not extend it
+        log.warning("discover.per_dataset.%s.actionability replaces discover.solver.actionability for %s: the "
+                    "common rules for %s do not apply there (repeat them in the dataset's entry)",
+                    dataset, dataset, dropped)
     code = code_fingerprint(*CODE)
     n_threads = threads_per_task(params.orchestration.max_workers)
     calls, out_dirs, keys = [], [], []

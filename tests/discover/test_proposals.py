@@ -150,6 +150,22 @@ def test_factual_step_range_scales_numerical_moves_by_the_sample_spread(toy):
     assert kept.num_range[0] > 0 and np.allclose(kept.num_range[1:], spread[1:])
 
 
+def test_factual_step_range_still_moves_an_integer_count_spanning_one_unit(toy):
+    sl = toy.schema.slices()["debts"].start
+    debts = toy.schema.features[toy.schema.feature_names.index("debts")]
+    narrow = toy.factuals.copy()
+    narrow[:, sl] = (np.arange(len(narrow)) % 2 + 1 - debts.mean) / debts.std  # 1 or 2 debts: a one-unit spread
+    space = ProposalSpace(toy.schema, narrow, DiscoverSettings(step_range="factuals", step=0.2))
+    j = space.num_names.index("debts")
+    assert space.num_range[j] == pytest.approx(1 / (0.2 * debts.std))  # a full step reaches one unit
+    rng = np.random.default_rng(0)
+    rows = np.arange(0, 40, 5)
+    cands = space.propose(narrow[rows], rows, rng.normal(size=(len(rows), toy.schema.n_encoded)), 300, rng)
+    change = (cands[..., sl] - narrow[rows][:, sl]) * debts.std  # in debts
+    assert np.abs(change).max() == pytest.approx(1.0)  # one unit at most, and it does move
+    assert np.allclose(change, np.rint(change))
+
+
 def test_bad_settings_and_unknown_features_are_rejected(toy):
     with pytest.raises(ConfigError, match="unknown rule"):
         DiscoverSettings(actionability={"age": "upwards"})

@@ -109,6 +109,17 @@ def test_model_subset_is_checked_before_any_flow_runs(tiny):
         discover_module.run_discover("moons", tiny, *(["unused"] * 5), models=["svm"])
 
 
+def test_a_common_actionability_rule_replaced_by_a_dataset_entry_is_named(tiny, tmp_path, caplog):
+    section = tiny.discover.model_dump(mode="json")
+    params = tiny.model_copy(update={"discover": type(tiny.discover).model_validate(
+        {**section, "solver": {**section["solver"], "actionability": {"x0": "increasing", "x1": "fixed"}},
+         "per_dataset": {"moons": {"actionability": {"x1": "decreasing"}}}})})
+    with pytest.raises(FileNotFoundError):  # no prepared data here: the warning comes before any input is read
+        discover_module.run_discover("moons", params, *[tmp_path / k for k in ("p", "e", "d", "m", "c")])
+    assert "discover.per_dataset.moons.actionability replaces discover.solver.actionability" in caplog.text
+    assert "common rules for ['x0'] do not apply" in caplog.text
+
+
 def test_missing_discover_model_in_the_manifest_is_a_clear_error(tmp_path):
     from recourselab.models.ensemble import member_entry, write_manifest
 

@@ -167,7 +167,11 @@ class ProposalSpace:
         self.num_range = (hi - lo)[self.num_cols]
         if settings.step_range == "factuals":  # the sample's own spread; constant features keep the training range
             spread = np.ptp(factuals[:, self.num_cols], axis=0)
-            self.num_range = np.where(spread > 0, spread, self.num_range)
+            # an integer feature's full step reaches at least one unit (in z-units 1 / std): otherwise every
+            # move of a count spanning a unit or two in the sample would round back to its current value
+            unit = np.where(self.num_integer, 1.0 / (settings.step * self.num_std), 0.0)
+            self.num_range = np.where(spread > 0, np.minimum(np.maximum(spread, unit), self.num_range),
+                                      self.num_range)
         row_lo = np.broadcast_to(lo[self.num_cols], (n, len(num_cols))).copy()
         row_hi = np.broadcast_to(hi[self.num_cols], (n, len(num_cols))).copy()
         for j, name in enumerate(num_names):

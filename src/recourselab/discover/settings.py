@@ -133,7 +133,9 @@ class DiscoverSettings:
         factual sample's values). ``"factuals"``: the factual sample's own min-max, as the
         released DISCOVER notebook (``use_global_ranges=False``); heavy-tailed counts then move
         by the spread of the sample rather than of the whole training split (features constant
-        in the sample keep the training range). Values are clipped to the training range either way.
+        in the sample keep the training range; an integer feature's range is at least 1 / ``step``
+        units, so that a full step reaches the next integer). Values are clipped to the training
+        range either way.
     categorical_step : maximum step length in a categorical's embedding space. Default 1.2.
     temperature : tau of the categorical decoding p(v) ~ exp(-||E_p[v] - z||^2 / tau).
         Default 2.0.
