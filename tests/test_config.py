@@ -365,6 +365,22 @@ def test_discover_per_dataset_errors_name_the_problem(override, pattern):
         parse_params({"discover": {"per_dataset": override}})
 
 
+@pytest.mark.parametrize(("raw", "line"), [
+    ({"discover": {"per_dataset": {"adult": {"eta_l": 0.9, "eta_r": 0.5}}}},
+     "  discover.per_dataset.adult: eta_l (0.9) must not exceed eta_r (0.5)"),
+    ({"train_flow": {"per_dataset": {"spirals": {"min_steps": -5}}}},
+     "  train_flow.per_dataset.spirals: min_steps: Input should be greater than or equal to 0"),
+    ({"discover": {"solver": {"eta_l": 0.9, "eta_r": 0.5}}},
+     "  discover.solver: eta_l (0.9) must not exceed eta_r (0.5)"),
+])
+def test_error_lines_name_each_place_once(raw, line):
+    """A model-level error inside an override has no location of its own: no empty ': :' place,
+    no pydantic 'Value error, ' prefix and no section named twice."""
+    with pytest.raises(ConfigError) as err:
+        parse_params(raw)
+    assert str(err.value).splitlines()[1:] == [line]
+
+
 def test_ablate_settings_are_validated():
     assert parse_params({}).ablate.datasets == ["moons", "adult", "compas"]
     chosen = parse_params({"datasets": ["moons"], "ablate": {"datasets": ["german"], "n_seeds": 2,

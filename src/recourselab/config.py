@@ -55,8 +55,7 @@ def _with_override(section: StrictModel, override: dict[str, Any], where: str,
     try:
         return _validate_strict(cls, {**base, **override, **{k: {} for k in exclude}})
     except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise ValueError(f"{where}: {problems}") from None
+        raise ValueError(f"{where}: {'; '.join(_problem(e) for e in err.errors())}") from None
 
 
 class CustomDataset(StrictModel):
@@ -573,9 +572,17 @@ def _format_errors(err: ValidationError, source: str) -> str:
                 f"valid keys: {', '.join(valid)}"
             )
         else:
-            where = f"{key}: " if key else ""
-            lines.append(f"  {where}{_JSON_WORDS.get(e['msg'], e['msg'])}")
+            lines.append(f"  {_problem(e)}")
     return "\n".join(lines)
+
+
+def _problem(e: Any) -> str:
+    """``"a.b: message"`` for one pydantic error (no location for model-level errors), in YAML words
+    and without pydantic's ``"Value error, "`` prefix for messages our validators raise (which may
+    already begin with their own, longer location)."""
+    key = ".".join(str(p) for p in e["loc"])
+    msg = _JSON_WORDS.get(e["msg"], e["msg"]).removeprefix("Value error, ")
+    return f"{key}: {msg}" if key and not msg.startswith(f"{key}.") else msg  # an override names its own place
 
 
 #: Strict JSON-mode messages in YAML words.
