@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -225,7 +227,10 @@ def test_numpy_settings_are_plain_numbers_and_refit_forgets_distillation_queries
     assert [type(getattr(flow.config, k)) for k in ("seed", "n_starts", "lambda_cost", "adjoint")] == [
         int, int, float, bool]
     flow.fit(X, y)
-    assert flow.distill(ensemble, X, y, budget=8) == 8 and flow.queries_used_ == 8
+    assert flow.distill(ensemble, X, y, budget=np.int64(8)) == 8 and flow.queries_used_ == 8
+    assert type(flow.queries_used_) is int  # a numpy count would make the save fail (not JSON)
+    flow.save(tmp_path / "distilled")
+    assert DensityFlow.load(tmp_path / "distilled").queries_used_ == 8
     flow.fit(X, y)  # new networks: nothing distilled yet
     assert flow.queries_used_ == 0
     flow.save(tmp_path)
@@ -333,6 +338,44 @@ def test_load_names_a_missing_or_mismatched_model(moons, trained, tmp_path):
     (tmp_path / "densityflow.json").write_text('{"config": {}, "d": 2}')
     with pytest.raises(ArtifactError, match=r"densityflow\.json lacks the keys \['n_classes', 'C', 'mutable'\]"):
         DensityFlow.load(tmp_path, schema=moons.schema)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("C", None, r"C \(a finite number > 0, got None\)"),
+    ("n_classes", "2", r"n_classes \(an integer >= 2, got '2'\)"),
+    ("config", [1], r"config \(an object of settings"),
+    ("mutable", [True], r"mutable \(a list of d booleans"),
+    ("queries_used", "x", r"queries_used \(an integer >= 0"),
+    ("config.hidden", "big", r"does not describe a valid DensityFlow \(invalid DensityFlow settings: hidden='big'"),
+    ("config.hidden", 16, r"surrogate\.pt does not fit the networks that densityflow\.json describes \(Error\(s\) "
+                          r"in loading state_dict for Surrogate: size mismatch for [^;]* and \d+ more\)"),
+])
+def test_load_names_a_damaged_field_of_densityflow_json(moons, trained, tmp_path, field, value, message):
+    trained.save(tmp_path)
+    meta = json.loads((tmp_path / "densityflow.json").read_text())
+    if field.startswith("config."):
+        meta["config"][field.split(".")[1]] = value
+    else:
+        meta[field] = value
+    (tmp_path / "densityflow.json").write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError, match=message + r".*dvc checkout"):
+        DensityFlow.load(tmp_path, schema=moons.schema)
+
+
+def test_loading_a_dataset_model_without_its_schema_warns(moons, trained, tmp_path, caplog):
+    trained.save(tmp_path)
+    with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
+        DensityFlow.load(tmp_path, schema=moons.schema)
+    assert "without its schema" not in caplog.text
+    with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
+        DensityFlow.load(tmp_path)
+    assert "trained for dataset 'moons' but is loaded without its schema" in caplog.text
+
+
+def test_a_floor_above_a_learning_rate_is_refused():
+    with pytest.raises(ConfigError, match=r"lr_min=0\.001 \(at most lr_g and lr_phi"):
+        DensityFlow(lr_min=1e-3, lr_phi=1e-4)
+    DensityFlow(lr_min=1e-4, lr_phi=1e-4)  # equal: a constant rate after warm-up
 
 
 def test_distill_on_a_spent_oracle_budget_is_an_error_and_queries_nothing(moons, trained):
@@ -478,14 +521,38 @@ def test_default_target_is_the_favourable_class_and_says_which_rows_already_have
     with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
         res = trained.generate(favourable)
     assert (res.target == moons.schema.favourable_index).all()
-    assert "already labelled the favourable class" in caplog.text
+    assert "5 of 5 factual rows are already labelled their target class" in caplog.text
+    assert "pass target=" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
         trained.generate(favourable, target=1 - moons.schema.favourable_index)
     assert "already labelled" not in caplog.text
 
 
+def test_an_explicit_target_the_rows_already_have_is_logged_too(moons, trained, caplog):
+    X, _ = moons.arrays("test")
+    current = trained.surrogate.labels(torch.tensor(X[:6], dtype=torch.float32)).numpy()
+    with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
+        res = trained.generate(X[:6], target=current)
+    assert "6 of 6 factual rows are already labelled their target class" in caplog.text
+    assert "pass target=" not in caplog.text  # the caller chose the targets
+    assert (res.cost_l2 > 0).all()  # why it is worth a warning: the flow still moves them
+
+
 @pytest.mark.parametrize("n_points", [1, 2.5, True])
 def test_trajectory_points_must_be_an_integer_of_at_least_two(trained, n_points):
     with pytest.raises(DataError, match="n_points must be an integer >= 2"):
         trained.generate(np.zeros((2, 2)), target=1, return_trajectories=True, n_points=n_points)
+
+
+def test_trajectory_points_may_be_a_numpy_integer(trained):
+    res = trained.generate(np.zeros((2, 2)), target=1, return_trajectories=True, n_points=np.int64(4))
+    assert res.trajectories.shape == (4, 2, 2)
+
+
+def test_a_width_error_without_a_schema_names_the_model_and_the_factuals():
+    rng = np.random.default_rng(0)
+    flow = DensityFlow(epochs=1, warmup_epochs=0, hidden=8, n_starts=2).fit(rng.normal(size=(60, 2)),
+                                                                              np.repeat([0, 1], 30))
+    with pytest.raises(DataError, match=r"^factuals width 3 does not match the model's 2 encoded columns"):
+        flow.generate(np.zeros((1, 3)), target=1)

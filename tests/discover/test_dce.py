@@ -63,6 +63,19 @@ def test_dce_rejects_non_differentiable_models(toy):
         DCE(toy.model, schema=toy.schema)
 
 
+@pytest.mark.parametrize("lr", [float("inf"), float("nan"), 0.0, -0.1, True, "0.05"])
+def test_dce_refuses_a_step_size_that_is_not_a_finite_positive_number(toy, mlp, lr):
+    from recourselab.errors import DataError
+
+    with pytest.raises(DataError, match=r"lr must be a finite number > 0, got"):
+        DCE(mlp, schema=toy.schema, lr=lr)
+
+
+def test_dce_takes_a_numpy_step_size_as_a_plain_float(toy, mlp):
+    run = DCE(mlp, schema=toy.schema, lr=np.float32(0.05))
+    assert type(run.lr) is float and run.lr == pytest.approx(0.05)
+
+
 def test_dce_checks_the_models_outputs_like_discover(toy):
     import torch
 

@@ -112,6 +112,22 @@ def test_integer_features_stay_integral_and_inside_bounds(toy):
     assert frame["age"].dtype.kind == "i"
 
 
+def test_an_out_of_range_factual_widens_only_its_own_rows_bounds(toy):
+    sl = toy.schema.slices()["income"].start
+    f = next(f for f in toy.schema.features if f.name == "income")
+    factuals = toy.factuals.copy()
+    factuals[0, sl] = (f.upper + 60.0 - f.mean) / f.std  # 60 above the training maximum
+    space = ProposalSpace(toy.schema, factuals, DiscoverSettings(step=1.0, h=3))
+    rng = np.random.default_rng(0)
+    rows = np.arange(40)
+    g = np.zeros((40, toy.schema.n_encoded))
+    g[:, sl] = -1.0  # every row pushed up in income as far as a step goes
+    raw = space.propose(factuals[rows], rows, g, 200, rng)[..., sl] * f.std + f.mean  # (M, k)
+    assert raw[:, 1:].max() <= f.upper + 1e-9  # the other rows stay inside the training range
+    assert raw[:, 0].max() <= f.upper + 60.0 + 1e-9 and raw[:, 0].min() >= f.lower - 1e-9
+    assert raw[:, 1:].max() > f.upper - 1.0  # the push does reach the top of the range
+
+
 def test_actionability_rules_hold_by_construction(toy):
     space = _space(toy, step=1.0, actionability={"age": "increasing", "debts": "decreasing", "owner": "fixed",
                                                   "job": "increasing"})

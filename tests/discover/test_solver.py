@@ -18,7 +18,7 @@ from recourselab.discover import (
 from recourselab.discover.certify import eta_rule, first_certified, ucl_sw2
 from recourselab.discover.ot import match, random_directions, trim_weights
 from recourselab.discover.solver import directions_at, holdout_certified_x, input_threshold
-from recourselab.errors import ConfigError, DataError
+from recourselab.errors import ConfigError, DataError, RecourselabError
 
 pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
 
@@ -439,3 +439,25 @@ def test_thresholds_that_can_never_certify_are_rejected_up_front(toy):
     with pytest.raises(DataError, match="U_y is 0"):
         Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_y_margin": 0.0})).explain(
             toy.factuals, make_target("constant"))
+
+
+@pytest.mark.parametrize("solver", ["discover", "dce"])
+@pytest.mark.parametrize(("settings", "target", "pattern"), [
+    ({"actionability": {"agee": "increasing"}}, "beta", r"actionability names unknown features \['agee'\]"),
+    ({}, "betta", r"unknown target 'betta'"),
+    ({}, make_target("values", values=[0.9] * 3), r"has 3 values but there are 40 factual rows"),
+])
+def test_a_bad_target_or_rule_is_refused_before_the_model_is_queried(toy, solver, settings, target, pattern):
+    bb = toy.blackbox()
+    if solver == "dce":
+        from recourselab.discover import DCE, fit_torch_mlp
+
+        mlp = fit_torch_mlp(toy.X, toy.frame["y"].to_numpy(), hidden=(8,), epochs=2, seed=0)
+        run = DCE(mlp, schema=toy.schema, max_iter=2, **settings)
+        calls = []
+        run._scores = lambda X: calls.append(len(X))  # any call would be recorded
+    else:
+        run = Discover(bb, schema=toy.schema, max_iter=2, **settings)
+    with pytest.raises(RecourselabError, match=pattern):
+        run.explain(toy.factuals, target)
+    assert (bb.queries == {}) if solver == "discover" else (calls == [])

@@ -103,3 +103,30 @@ def test_targets_built_directly_are_checked_too():
     with pytest.raises(DataError, match="n must be None or an integer >= 1"):
         Target("constant", n=0)
     assert Target("beta", {"a": 0.1, "b": 0.9}, seed=np.int64(3), n=5).values(5).shape == (5,)
+
+
+@pytest.mark.parametrize(("params", "exc", "pattern"), [
+    ({"oriented": "no"}, DataError, r"oriented='no' \(True or False\)"),  # not read as True
+    ({"alpha": 0.1}, DataError, r"unknown parameters \['alpha'\]; valid: a, b, oriented"),
+    ({"a": -1.0}, DataError, r"beta target needs a > 0"),
+    ({"a": float("nan")}, DataError, r"finite numbers: a=nan"),
+])
+def test_parameters_of_a_target_built_directly_are_checked_as_by_make_target(params, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        Target("beta", params=params)
+
+
+def test_numpy_parameters_are_stored_as_plain_numbers_so_the_description_is_json():
+    t = make_target("shift", delta=np.float32(0.25), n=np.int64(50), seed=np.int64(2))
+    assert json.loads(json.dumps(t.to_dict())) == {"kind": "shift", "params": {"delta": 0.25}, "seed": 2, "n": 50}
+    b = make_target("beta", oriented=np.False_)
+    assert b.params["oriented"] is False
+    assert np.array_equal(b.values(4), make_target("beta", oriented=False).values(4))
+    v = Target("values", params={"values": np.array([0.2, 0.9], dtype=np.float32)})
+    assert v.n == 2 and json.dumps(v.to_dict())
+
+
+@pytest.mark.parametrize("params", [{}, {"values": []}])
+def test_a_values_target_without_values_says_so(params):
+    with pytest.raises(DataError, match=r"target 'values' needs a non-empty sequence values=\[\.\.\.\]"):
+        make_target("values", **params)

@@ -374,7 +374,8 @@ def encode_rows(X: np.ndarray | pd.DataFrame, schema: Schema | None = None, *, w
     expected = schema.n_encoded if schema is not None else width
     if expected is not None and X.shape[1] != expected:
         where = f"dataset {schema.dataset!r}: " if schema is not None else ""
-        raise DataError(f"{where}{what} width {X.shape[1]} does not match the schema's {expected} encoded columns")
+        owner = "the schema's" if schema is not None else "the model's"
+        raise DataError(f"{where}{what} width {X.shape[1]} does not match {owner} {expected} encoded columns")
     if not np.isfinite(X).all():
         rows = np.flatnonzero(~np.isfinite(X).all(axis=1))
         kinds = "/".join(k for k, bad in (("NaN", np.isnan(X)), ("inf", np.isinf(X))) if bad.any())

@@ -146,11 +146,32 @@ def _config_checks(c: DensityFlowConfig) -> list[tuple[str, str, bool]]:
          c.density_quantile is None or (_is_num(c.density_quantile) and 0 < c.density_quantile < 1)),
         ("score_mode", "'target' or 'max'", c.score_mode in ("target", "max")),
         ("ema_decay", "in [0, 1)", _is_num(c.ema_decay) and 0 <= c.ema_decay < 1),
+        ("lr_min", "at most lr_g and lr_phi: the cosine schedule decays to it",
+         not all(_is_num(v) for v in (c.lr_min, c.lr_g, c.lr_phi)) or c.lr_min <= min(c.lr_g, c.lr_phi)),
         ("max_train_rows", "None or an integer >= 2",
          c.max_train_rows is None or (_is_int(c.max_train_rows) and c.max_train_rows >= 2)),
         ("method", f"a torchdiffeq method: {', '.join(_ode_methods())}", isinstance(c.method, str)
          and (c.method in _ode_methods() if _ode_methods() else bool(c.method))),
     ]
+
+
+def _check_meta(meta: dict[str, Any], path: Path) -> None:
+    """Raise an :class:`ArtifactError` naming ``path`` if a saved ``densityflow.json`` has a bad field."""
+    d = meta["d"]
+    checks = [
+        ("config", "an object of settings", isinstance(meta["config"], dict)),
+        ("d", "an integer >= 1", _is_int(d) and d >= 1),
+        ("n_classes", "an integer >= 2", _is_int(meta["n_classes"]) and meta["n_classes"] >= 2),
+        ("C", "a finite number > 0", _is_num(meta["C"]) and meta["C"] > 0),
+        ("mutable", "a list of d booleans", isinstance(meta["mutable"], list)
+         and all(isinstance(v, bool) for v in meta["mutable"]) and (not _is_int(d) or len(meta["mutable"]) == d)),
+        ("queries_used", "an integer >= 0",
+         _is_int(meta.get("queries_used", 0)) and meta.get("queries_used", 0) >= 0),
+        ("dataset", "a dataset name or null", meta.get("dataset") is None or isinstance(meta["dataset"], str)),
+    ]
+    bad = [f"{key} ({rule}, got {meta.get(key)!r:.60})" for key, rule, ok in checks if not ok]
+    if bad:
+        raise ArtifactError(f"{path} is damaged: {'; '.join(bad)}; {RESTORE_HINT}")
 
 
 def _ode_methods() -> tuple[str, ...]:
@@ -267,9 +288,9 @@ class DensityFlow:
     def _tensor(self, X: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
 
-    def _encode(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
+    def _encode(self, X: np.ndarray | pd.DataFrame, what: str) -> np.ndarray:
         width = None if self.field is None else self.field.mutable.numel()
-        return encode_rows(X, self.schema, what="rows", width=width)
+        return encode_rows(X, self.schema, what=what, width=width)
 
     def _mutable_mask(self, d: int) -> np.ndarray:
         if self._mutable is not None:
@@ -497,13 +518,14 @@ class DensityFlow:
                             f"{type(oracle).__name__}")
         if not _is_int(budget) or budget < 0:
             raise DataError(f"distill budget must be an integer >= 0 (queried rows), got {budget!r}")
+        budget = int(budget)  # a numpy integer would make the count unsaveable as JSON
         if budget > 0 and oracle.remaining(budget_name) == 0:
             from recourselab.models.oracle import QueryBudgetExceeded
 
             raise QueryBudgetExceeded(f"the oracle's query budget {budget_name!r} is already spent "
                                       f"({oracle.used(budget_name)} rows used): nothing left to distill with")
         cfg = self.config
-        X = self._encode(X)
+        X = self._encode(X, "distill rows")
         if len(X) == 0:
             raise DataError("distill: no rows (the flow's end states for training rows are the support points)")
         y = class_labels(y, len(X), "distill labels", self.n_classes)
@@ -599,10 +621,10 @@ class DensityFlow:
         factuals : encoded rows (n, d), or a raw DataFrame with a schema (its index is kept
             in ``counterfactuals_original``).
         target : class index per row (n,) or one for all. ``None``: the schema's favourable
-            class for every row (recourse towards the favourable outcome); rows the surrogate
-            already labels favourable are logged, and their "counterfactual" is a move
-            further into that class. For binary data pass the other class of each row's
-            label to flip every row.
+            class for every row (recourse towards the favourable outcome). Rows the surrogate
+            already labels as their target are logged, whichever way the target was given:
+            their "counterfactual" is a move further into that class. For binary data pass
+            the other class of each row's label to flip every row.
         return_trajectories : also return each query's ODE path.
         n_points : points per path (an integer >= 2), evenly spaced in ODE time.
 
@@ -612,21 +634,24 @@ class DensityFlow:
         """
         self._require_fit()
         cfg = self.config
-        if isinstance(n_points, bool) or not isinstance(n_points, int) or n_points < 2:
+        if not _is_int(n_points) or n_points < 2:
             raise DataError(f"n_points must be an integer >= 2 (path points), got {n_points!r}")
-        X = self._encode(factuals)
+        n_points = int(n_points)
+        X = self._encode(factuals, "factuals")
         n, d = X.shape
         if n == 0:
             raise DataError("generate: no factual rows")
         if target is None:
             tgt = self.default_target(n)
-            already = int((self.surrogate.labels(self._tensor(X)).cpu().numpy() == tgt).sum())
-            if already:
-                log.warning("generate(target=None): %d of %d factual rows are already labelled the favourable "
-                            "class by the surrogate; pass target= to choose the class per row", already, n)
         else:
             t = np.asarray(target)
             tgt = class_labels(np.full(n, t) if t.ndim == 0 else t, n, "generate target", self.n_classes)
+        already = int((self.surrogate.labels(self._tensor(X)).cpu().numpy() == tgt).sum())
+        if already:
+            log.warning("generate: %d of %d factual rows are already labelled their target class by the surrogate; "
+                        "the flow was trained to change the class, so their counterfactuals are moves further "
+                        "into it (cost > 0)%s", already, n,
+                        "; pass target= to choose the class per row" if target is None else "")
         N = cfg.n_starts
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 2)
         Xt = self._tensor(X)
@@ -672,7 +697,7 @@ class DensityFlow:
         self._require_fit()
         if name == "densityflow.json":
             return json_bytes({"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
-                               "n_classes": self.n_classes, "C": self.C, "queries_used": self.queries_used_,
+                               "n_classes": self.n_classes, "C": self.C, "queries_used": int(self.queries_used_),
                                "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(),
                                "dataset": None if self.schema is None else self.schema.dataset})
         module = {"surrogate.pt": self.surrogate, "generator.pt": self.field}[name]
@@ -725,23 +750,40 @@ class DensityFlow:
         directory = Path(directory)
         if not (directory / "densityflow.json").is_file():
             raise MissingArtifactError(f"no saved DensityFlow in {directory} (densityflow.json is missing)")
-        meta = read_json(directory / "densityflow.json", keys=["config", "d", "n_classes", "C", "mutable"])
+        meta_path = directory / "densityflow.json"
+        meta = read_json(meta_path, keys=["config", "d", "n_classes", "C", "mutable"])
+        _check_meta(meta, meta_path)
+        saved = meta.get("dataset")
         if schema is not None:
-            saved = meta.get("dataset")
             if (saved is not None and saved != schema.dataset) or schema.n_encoded != meta["d"]:
                 raise DataError(f"the DensityFlow in {directory} was trained for dataset {saved!r} ({meta['d']} "
                                 f"encoded columns), not for the given schema of {schema.dataset!r} "
                                 f"({schema.n_encoded} columns)")
-        flow = cls(schema=schema, mutable=np.array(meta["mutable"]), device=device, **meta["config"])
-        flow.build(meta["d"], meta["n_classes"], meta["C"])
+        elif saved is not None:
+            log.warning("the DensityFlow in %s was trained for dataset %r but is loaded without its schema: its "
+                        "counterfactuals will not be snapped to valid levels and ranges, nor decoded to original "
+                        "units; pass schema= (e.g. Schema.load of the prepared split's schema.json)", directory, saved)
+        try:
+            flow = cls(schema=schema, mutable=np.array(meta["mutable"]), device=device, **meta["config"])
+            flow.build(meta["d"], meta["n_classes"], meta["C"])
+        except (RecourselabError, TypeError, ValueError) as err:
+            raise ArtifactError(f"{meta_path} does not describe a valid DensityFlow ({error_reason(err)}); "
+                                f"{RESTORE_HINT}") from err
         for name, module in (("surrogate.pt", flow.surrogate), ("generator.pt", flow.field)):
             path = directory / name
             if not path.is_file():
                 raise MissingArtifactError(f"the DensityFlow in {directory} lacks its weights file {name}")
             try:
-                module.load_state_dict(torch.load(path, map_location=flow.device, weights_only=True))
-            except Exception as err:  # noqa: BLE001 - a truncated file, foreign keys or shapes: one message
+                state = torch.load(path, map_location=flow.device, weights_only=True)
+            except Exception as err:  # noqa: BLE001 - a truncated or foreign file: one message
                 raise ArtifactError(f"cannot load {path} ({error_reason(err)}); {RESTORE_HINT}") from err
+            try:
+                module.load_state_dict(state)
+            except Exception as err:  # noqa: BLE001 - keys or shapes that the saved settings do not build
+                lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+                more = f" and {len(lines) - 2} more" if len(lines) > 2 else ""
+                raise ArtifactError(f"{path} does not fit the networks that {meta_path.name} describes "
+                                    f"({' '.join(lines[:2])}{more}); {RESTORE_HINT}") from err
         flow.queries_used_ = meta.get("queries_used", 0)
         flow.surrogate.eval()
         flow.field.eval()

@@ -16,6 +16,8 @@ Memory: feasible iterates are kept (O(T n d)), which is fine for a baseline.
 from __future__ import annotations
 
 import logging
+import math
+import numbers
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -124,15 +126,15 @@ class DCE:
                             f"got {type(model).__name__}")
         if not isinstance(schema, Schema):
             raise TypeError(f"schema must be a recourselab Schema (the encoded layout), got {type(schema).__name__}")
-        if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
-            raise DataError(f"lr must be a positive number, got {lr!r}")
+        if isinstance(lr, bool | np.bool_) or not isinstance(lr, numbers.Real) or not (math.isfinite(lr) and lr > 0):
+            raise DataError(f"lr must be a finite number > 0, got {lr!r}")
         base = settings.to_dict() if settings is not None else {"max_iter": 100}
         if max_iter is not None:
             base |= {"max_iter": max_iter}
         self.settings = DiscoverSettings.from_kwargs(**(base | options))
         self.model = model
         self.schema = schema
-        self.lr = lr
+        self.lr = float(lr)
         self.queries = 0
 
     def _scores(self, X: np.ndarray) -> np.ndarray:

@@ -108,6 +108,13 @@ class CategoricalFeature:
         return np.mod(np.rint(angle * L / (2 * math.pi)), L).astype(np.int64)
 
 
+def check_actionability(schema: Schema, settings: DiscoverSettings) -> None:
+    """Raise a :class:`DataError` if an actionability rule names a feature the schema lacks."""
+    unknown = sorted(set(settings.actionability) - set(schema.feature_names))
+    if unknown:
+        raise DataError(f"actionability names unknown features {unknown}; features: {schema.feature_names}")
+
+
 class ProposalSpace:
     """Mutable features, bounds and embeddings of one run; applies the cone-sampling primitive.
 
@@ -120,13 +127,10 @@ class ProposalSpace:
 
     def __init__(self, schema: Schema, factuals: np.ndarray, settings: DiscoverSettings) -> None:
         self.settings = settings
-        unknown = sorted(set(settings.actionability) - set(schema.feature_names))
-        if unknown:
-            raise DataError(f"actionability names unknown features {unknown}; "
-                            f"features: {schema.feature_names}")
-        lo, hi = schema.encoded_bounds()
-        lo = np.minimum(lo, factuals.min(axis=0))
-        hi = np.maximum(hi, factuals.max(axis=0))
+        check_actionability(schema, settings)
+        train_lo, train_hi = schema.encoded_bounds()
+        lo = np.minimum(train_lo, factuals.min(axis=0))  # the sample-wide range sets the step scale
+        hi = np.maximum(train_hi, factuals.max(axis=0))
         slices = schema.slices()
         num_cols, num_int, num_mean, num_std, num_names = [], [], [], [], []
         cats: list[CategoricalFeature] = []
@@ -172,8 +176,10 @@ class ProposalSpace:
             unit = np.where(self.num_integer, 1.0 / (settings.step * self.num_std), 0.0)
             self.num_range = np.where(spread > 0, np.minimum(np.maximum(spread, unit), self.num_range),
                                       self.num_range)
-        row_lo = np.broadcast_to(lo[self.num_cols], (n, len(num_cols))).copy()
-        row_hi = np.broadcast_to(hi[self.num_cols], (n, len(num_cols))).copy()
+        # each row's bounds: the training range, widened only to that row's own factual value, so that one
+        # out-of-range factual neither gets clipped nor lets the other rows leave the training range
+        row_lo = np.minimum(train_lo[self.num_cols], factuals[:, self.num_cols])
+        row_hi = np.maximum(train_hi[self.num_cols], factuals[:, self.num_cols])
         for j, name in enumerate(num_names):
             rule = settings.actionability.get(name)
             if rule == "increasing":
@@ -287,4 +293,4 @@ class ProposalSpace:
         return self.perturb(base, rows, g, self.choose((M, k), rng), rng)
 
 
-__all__ = ["CategoricalFeature", "ProposalSpace", "embedding_dim", "sample_cone"]
+__all__ = ["CategoricalFeature", "ProposalSpace", "check_actionability", "embedding_dim", "sample_cone"]

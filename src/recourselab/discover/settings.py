@@ -114,8 +114,10 @@ class DiscoverSettings:
         while the many-direction OT(x) grows). ``"ot_y"``: stop at the first certified edited
         iterate whose reported OT(y) (trimmed at ``metric_delta``) is at or below ``stop_ot_y``,
         e.g. a baseline's OT(y), to compare methods at matched output alignment; if no iterate
-        gets there by T, the ``"stalled"`` choice is returned and the metrics say
-        ``stop_ot_y_reached: false``. DCE honours the same rules.
+        gets there, the run goes on to T (it never stops on a stall) and returns the best
+        certified edited iterate of all T (min Q under the final eta; the last if none is
+        certified), which can differ from what a ``"stalled"`` run that stopped early returns;
+        the metrics say ``stop_ot_y_reached: false``. DCE honours the same rules.
     stop_ot_y : the OT(y) level of ``stop="ot_y"`` (squared score units); required there and
         rejected with the other rules.
     patience : with ``stop="stalled"``, stop early after this many consecutive feasible
@@ -135,7 +137,7 @@ class DiscoverSettings:
         by the spread of the sample rather than of the whole training split (features constant
         in the sample keep the training range; an integer feature's range is at least 1 / ``step``
         units, so that a full step reaches the next integer). Values are clipped to the training
-        range either way.
+        range either way; a factual outside it widens only its own row's bounds, to its value.
     categorical_step : maximum step length in a categorical's embedding space. Default 1.2.
     temperature : tau of the categorical decoding p(v) ~ exp(-||E_p[v] - z||^2 / tau).
         Default 2.0.

@@ -46,7 +46,7 @@ from recourselab.data.schema import Schema, encode_rows
 from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
 from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_x_minmax, ot_y
 from recourselab.discover.ot import Matching, match, random_directions, sorted_projections, trim_weights
-from recourselab.discover.proposals import ProposalSpace
+from recourselab.discover.proposals import ProposalSpace, check_actionability
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.strategies import Evaluation, SearchContext, make_strategy
 from recourselab.discover.targets import Target, make_target
@@ -147,15 +147,24 @@ def encode_factuals(factuals: np.ndarray | pd.DataFrame, schema: Schema) -> np.n
     return X
 
 
-def resolve_target(target: Target | Mapping[str, Any] | str, n: int,
-                   factual_scores: np.ndarray) -> tuple[Target, np.ndarray]:
-    """A Target (or its dict / kind name) and its ``n`` values, validated."""
+def as_target(target: Target | Mapping[str, Any] | str, n: int) -> Target:
+    """A Target from itself, its dict or its kind name, checked against ``n`` factual rows."""
     if isinstance(target, str):
         target = make_target(target)
     elif isinstance(target, Mapping):
         target = Target.from_dict(target)
     if not isinstance(target, Target):
         raise DataError(f"target must be a Target (see make_target), got {type(target).__name__}")
+    if target.n is not None and target.n != n:
+        raise DataError(f"target {target.kind!r} has {target.n} values but there are {n} factual rows; "
+                        "the target and the factual sample must have the same size")
+    return target
+
+
+def resolve_target(target: Target | Mapping[str, Any] | str, n: int,
+                   factual_scores: np.ndarray) -> tuple[Target, np.ndarray]:
+    """A Target (or its dict / kind name) and its ``n`` values, validated."""
+    target = as_target(target, n)
     values = target.values(n, factual_scores)
     if values.shape != (n,) or not np.isfinite(values).all():
         raise DataError(f"target values must be {n} finite numbers, got shape {values.shape}")
@@ -185,9 +194,15 @@ class RunSetup:
 
 def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[str, Any] | str, schema: Schema,
                 s: DiscoverSettings, scores: Any) -> RunSetup:
-    """Encode the factuals, score them with ``scores(X) -> (n,)``, draw y*, directions and thresholds."""
+    """Encode the factuals, score them with ``scores(X) -> (n,)``, draw y*, directions and thresholds.
+
+    The factuals, the target and the actionability rules are checked before the model is
+    queried, so a mistake in them costs no queries.
+    """
     Xf = encode_factuals(factuals, schema)
     n, d = Xf.shape
+    as_target(target, n)
+    check_actionability(schema, s)
     yf = scores(Xf)
     tgt, ystar = resolve_target(target, n, yf)
     theta = directions_at(d, s, 0)
@@ -523,7 +538,8 @@ def stop_level_reached(s: DiscoverSettings, feasible: bool, ot_y_value: float) -
     reached = bool(feasible and s.at_level(ot_y_value))
     if not reached:
         logger.warning("stop_ot_y=%.4g not reached by a certified iterate in %d iterations (returned OT(y) "
-                       "%.4g); the stalled rule's choice is returned", s.stop_ot_y, s.max_iter, ot_y_value)
+                       "%.4g); the run went on to T and returns its best certified iterate (the last if none)",
+                       s.stop_ot_y, s.max_iter, ot_y_value)
     return reached
 
 

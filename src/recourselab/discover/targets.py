@@ -57,6 +57,19 @@ def _values(n: int, rng: np.random.Generator, scores: np.ndarray | None,
     return out.copy()
 
 
+def _value_sequence(values: Any) -> tuple[float, ...]:
+    """An explicit target's values as a non-empty tuple of floats (ranges are checked by :func:`_values`)."""
+    if values is None or (isinstance(values, tuple | list | np.ndarray) and len(values) == 0):
+        raise DataError("target 'values' needs a non-empty sequence values=[...] of outputs in [0, 1]")
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise DataError(f"target 'values': values must be numbers in [0, 1] ({err})") from err
+    if arr.ndim != 1:
+        raise DataError(f"target 'values': values must be a flat sequence, got shape {arr.shape}")
+    return tuple(float(v) for v in arr)
+
+
 TargetFn = Callable[..., np.ndarray]
 TARGETS: dict[str, TargetFn] = {"constant": _constant, "beta": _beta, "shift": _shift, "values": _values}
 _PARAMS = {"constant": ("value",), "beta": ("a", "b", "oriented"), "shift": ("delta",), "values": ("values",)}
@@ -80,13 +93,40 @@ class Target:
     n: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in TARGETS:
-            raise UnknownTargetError(f"unknown target {self.kind!r}; valid targets: {', '.join(TARGETS)}")
+        """Check the kind, seed, size and parameters; store numbers as plain Python values."""
+        kind = self.kind
+        if kind not in TARGETS:
+            raise UnknownTargetError(f"unknown target {kind!r}; valid targets: {', '.join(TARGETS)}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
-            raise DataError(f"target {self.kind!r}: seed must be an integer >= 0, got {self.seed!r}")
+            raise DataError(f"target {kind!r}: seed must be an integer >= 0, got {self.seed!r}")
         if self.n is not None and (isinstance(self.n, bool) or not isinstance(self.n, numbers.Integral)
                                    or self.n < 1):
-            raise DataError(f"target {self.kind!r}: n must be None or an integer >= 1 (rows), got {self.n!r}")
+            raise DataError(f"target {kind!r}: n must be None or an integer >= 1 (rows), got {self.n!r}")
+        if not isinstance(self.params, Mapping):
+            raise DataError(f"target {kind!r}: params must be a mapping of {', '.join(_PARAMS[kind])}, "
+                            f"got {type(self.params).__name__}")
+        params = dict(self.params)
+        unknown = sorted(set(params) - set(_PARAMS[kind]))
+        if unknown:
+            raise DataError(f"target {kind!r}: unknown parameters {unknown}; valid: {', '.join(_PARAMS[kind])}")
+        wrong = [f"{k}={v!r}" for k, v in params.items() if k not in ("values", "oriented")
+                 and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v))]
+        if "oriented" in params and not isinstance(params["oriented"], bool | np.bool_):
+            wrong.append(f"oriented={params['oriented']!r} (True or False)")
+        if wrong:
+            raise DataError(f"target {kind!r}: parameters must be finite numbers: {', '.join(wrong)}")
+        params = {k: (bool(v) if k == "oriented" else float(v)) for k, v in params.items() if k != "values"}
+        n = None if self.n is None else int(self.n)
+        if kind == "values":
+            vals = _value_sequence(self.params.get("values"))
+            if n is not None and n != len(vals):
+                raise DataError(f"target 'values' has {len(vals)} values but n={n}")
+            params, n = {"values": vals}, len(vals)
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "n", n)
+        if kind != "shift":
+            self.values(n if n is not None else 1)  # the kind's own range rules (a, b > 0; values in [0, 1])
 
     def values(self, n: int, factual_scores: np.ndarray | None = None) -> np.ndarray:
         """The ``n`` target outputs y* in [0, 1], shape (n,).
@@ -136,32 +176,7 @@ def make_target(kind: str, *, seed: int = 0, n: int | None = None, **params: Any
     --------
     >>> make_target("beta", a=0.1, b=0.9, seed=0).values(3).round(3).tolist()  # doctest: +SKIP
     """
-    Target(kind, seed=seed, n=n)  # kind, seed and n checked before the parameters
-    unknown = sorted(set(params) - set(_PARAMS[kind]))
-    if unknown:
-        raise DataError(f"target {kind!r}: unknown parameters {unknown}; valid: {', '.join(_PARAMS[kind])}")
-    wrong = [f"{k}={v!r}" for k, v in params.items() if k not in ("values", "oriented")
-             and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v))]
-    if "oriented" in params and not isinstance(params["oriented"], bool):
-        wrong.append(f"oriented={params['oriented']!r} (True or False)")
-    if wrong:
-        raise DataError(f"target {kind!r}: parameters must be finite numbers: {', '.join(wrong)}")
-    if kind == "values":
-        try:
-            arr = np.asarray(params.get("values", ()), dtype=float)
-        except (TypeError, ValueError) as err:
-            raise DataError(f"target 'values': values must be numbers in [0, 1] ({err})") from err
-        if arr.ndim != 1:
-            raise DataError(f"target 'values': values must be a flat sequence, got shape {arr.shape}")
-        vals = tuple(float(v) for v in arr)
-        params = {"values": vals}
-        if n is not None and n != len(vals):
-            raise DataError(f"target 'values' has {len(vals)} values but n={n}")
-        n = len(vals)
-    target = Target(kind=kind, params=dict(params), seed=int(seed), n=n)
-    if kind != "shift":
-        target.values(n if n is not None else 1)  # validate parameters early
-    return target
+    return Target(kind, params=params, seed=seed, n=n)
 
 
 __all__ = ["TARGETS", "Target", "UnknownTargetError", "make_target"]
