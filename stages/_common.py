@@ -40,7 +40,7 @@ def setup(args: argparse.Namespace) -> Params:
 
 
 def cache_root(params: Params, params_file: Path) -> Path:
-    root = params.orchestration.cache_dir
+    root = params.orchestration.cache_dir.expanduser()  # like data.dir and data.cache_dir
     return root if root.is_absolute() else (params_file.resolve().parent / root)
 
 

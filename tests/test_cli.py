@@ -90,3 +90,54 @@ def test_stage_options_cannot_be_abbreviated(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:  # "--prep" would escape the relative-path rewriting
         cli.main(["train_flow", "--dataset", "moons", "--prep", "some/folder"])
     assert exc.value.code == 2 and "unrecognized arguments: --prep some/folder" in capsys.readouterr().err
+
+
+def test_stage_verbose_flag_turns_on_debug_logging():
+    code = ("import logging, sys; from recourselab import cli; "
+            "rc = cli.main(['prepare', '--dataset', 'nosuch', '-v']); "
+            "print(rc, logging.getLogger().level, logging.getLogger().handlers[0].formatter._fmt)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    rc, level, fmt = proc.stdout.split(maxsplit=2)
+    assert (rc, int(level)) == ("1", 10)  # the unknown dataset fails the stage, after -v set DEBUG
+    assert fmt.strip().startswith("%(asctime)s")  # the stage's own log format
+    assert "unknown dataset 'nosuch'" in proc.stderr
+
+
+def _project(tmp_path, params_text=None):
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "stages").mkdir()
+    if params_text is not None:
+        (tmp_path / "params.yaml").write_text(params_text)
+    return tmp_path
+
+
+def test_fetch_data_uses_the_projects_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert cli.fetch_cache() is None  # outside a project: the default cache
+    root = _project(tmp_path / "p", "data:\n  cache_dir: rel/cache\n")
+    (root / "sub").mkdir()
+    monkeypatch.chdir(root / "sub")
+    assert cli.fetch_cache() == root / "rel" / "cache"
+    (root / "params.yaml").write_text("data:\n  cache_dir: ~/somewhere\n")
+    assert cli.fetch_cache() == Path.home() / "somewhere"
+    (root / "params.yaml").write_text("seeds: [0]\n")
+    assert cli.fetch_cache() is None
+    fetched = []
+    monkeypatch.setattr("recourselab.data.sources.fetch_all", lambda cache=None: fetched.append(cache) or [])
+    (root / "params.yaml").write_text("data:\n  cache_dir: c\n")
+    assert cli.main(["fetch-data"]) == 0 and fetched == [root / "c"]
+
+
+@pytest.mark.parametrize("option", ["--dry", "--help", "-h"])
+def test_repro_without_a_run_starts_no_server(monkeypatch, tmp_path, option):
+    import recourselab.prefect_server as server
+
+    root = _project(tmp_path)
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, **kw: calls.append(cmd[3:]) or 0)
+    monkeypatch.setattr(server, "local_server", lambda **kw: pytest.fail("a Prefect server was started"))
+    assert cli.repro([option]) == 0
+    assert calls == [["repro", option]]  # no `dvc status` either

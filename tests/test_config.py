@@ -221,6 +221,37 @@ def test_load_params_invalid_yaml(tmp_path):
         load_params(bad)
 
 
+@pytest.mark.parametrize(("text", "where"), [
+    ("train_flow: {epochs: 5}\nseeds: [0]\ntrain_flow: {hidden: 8}\n", "key 'train_flow' is given twice in one "
+                                                                        r"mapping \(lines 1 and 3\)"),
+    ("train_flow:\n  epochs: 5\n  epochs: 6\n", r"key 'epochs' is given twice in one mapping \(lines 2 and 3\)"),
+])
+def test_load_params_refuses_a_key_given_twice(tmp_path, text, where):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)  # plain YAML would keep the last one and drop the first silently
+    with pytest.raises(ConfigError, match=r"params\.yaml: " + where):
+        load_params(path)
+
+
+def test_load_params_names_a_file_that_is_not_text(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_bytes(b"\xffseeds: [0]\n")
+    with pytest.raises(ConfigError, match=r"params\.yaml is not UTF-8 text"):
+        load_params(path)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("train_flow: {epochs: [1\n", r"broken\.yaml is not valid YAML"),
+    ("- 1\n- 2\n", r"broken\.yaml must hold a mapping of params sections at the top level, got list"),
+    ("seeds: [0]\nseeds: [1]\n", r"broken\.yaml: key 'seeds' is given twice"),
+])
+def test_a_broken_profile_is_a_config_error_naming_its_file(tmp_path, text, message):
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "broken.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        render_profile("broken", tmp_path)
+
+
 def test_load_params_empty_file_gives_defaults(tmp_path):
     empty = tmp_path / "params.yaml"
     empty.write_text("")

@@ -14,10 +14,37 @@ def test_stage_is_content_addressed_and_publish_copies(tmp_path):
     assert m1 == m2
     assert [p.name for p in (tmp_path / "stage").iterdir()] == [m1["dir"].rsplit("/", 1)[1]]
     assert manifest_intact(m1)
-    publish(m1, tmp_path / "out")
+    publish([m1], [tmp_path / "out"])
     assert (tmp_path / "out" / "b.txt").read_text() == "beta"
     (tmp_path / "stage" / m1["dir"].rsplit("/", 1)[1] / "a.txt").write_text("tampered")
     assert not manifest_intact(m1)
+
+
+def test_publish_is_all_or_nothing_when_a_copy_fails(tmp_path, monkeypatch):
+    import shutil
+
+    old = {"a.txt": lambda p: p.write_text("old a"), "b.txt": lambda p: p.write_text("old b")}
+    new = {"a.txt": lambda p: p.write_text("new a"), "b.txt": lambda p: p.write_text("new b")}
+    out = [tmp_path / "seed=0", tmp_path / "seed=1"]
+    publish([stage_artifacts(tmp_path / "stage", old)] * 2, out)
+    fresh = stage_artifacts(tmp_path / "stage", new)
+    real, calls = shutil.copyfile, []
+
+    def copy_then_fail(src, dst):  # the third of four copies hits a full disk
+        calls.append(dst)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(shutil, "copyfile", copy_then_fail)
+    with pytest.raises(OSError, match="No space left"):
+        publish([fresh, fresh], out)
+    for d in out:  # every old file whole, no temporary file left behind
+        assert sorted(p.name for p in d.iterdir()) == ["a.txt", "b.txt"]
+        assert (d / "a.txt").read_text() == "old a" and (d / "b.txt").read_text() == "old b"
+    monkeypatch.setattr(shutil, "copyfile", real)
+    assert publish([fresh, fresh], out) == [fresh["files"]] * 2
+    assert all((d / "b.txt").read_text() == "new b" for d in out)
 
 
 def test_failing_writer_leaves_no_staging_dir(tmp_path):
@@ -44,7 +71,7 @@ def test_a_damaged_staging_folder_is_replaced_by_the_fresh_write(tmp_path):
     (staged / "b.txt").write_text("tampered")
     m2 = stage_artifacts(tmp_path / "stage", writers)
     assert m2 == m1 and manifest_intact(m2)  # same content address, repaired in place
-    publish(m2, tmp_path / "out")
+    publish([m2], [tmp_path / "out"])
     assert (tmp_path / "out" / "a.txt").read_text() == "alpha" and (tmp_path / "out" / "b.txt").read_text() == "beta"
 
 

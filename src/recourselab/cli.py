@@ -84,6 +84,28 @@ def pipeline_env(root: Path) -> dict[str, str]:
     return env
 
 
+#: ``dvc repro`` options under which no stage runs: no Prefect server is started for them.
+NO_RUN_OPTIONS = frozenset({"-h", "--help", "--dry"})
+
+
+def fetch_cache() -> Path | None:
+    """``data.cache_dir`` of the project's params.yaml (relative: to the project root), or None
+    (the default cache) outside a project or when params.yaml does not set it."""
+    from recourselab.config import load_params
+
+    try:
+        root = project_root()
+    except RecourselabError:
+        return None
+    if not (root / "params.yaml").is_file():
+        return None
+    configured = load_params(root / "params.yaml").data.cache_dir
+    if configured is None:
+        return None
+    configured = configured.expanduser()
+    return configured if configured.is_absolute() else root / configured
+
+
 def repro(dvc_args: list[str]) -> int:
     """``dvc repro`` with one local Prefect server for the run (none if nothing changed)."""
     from recourselab.prefect_server import local_server
@@ -91,7 +113,7 @@ def repro(dvc_args: list[str]) -> int:
     root = project_root()
     env = pipeline_env(root)
     dvc = [sys.executable, "-m", "dvc"]
-    if "PREFECT_API_URL" in env:
+    if "PREFECT_API_URL" in env or NO_RUN_OPTIONS.intersection(dvc_args):  # a server there, or nothing runs
         return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
     up_to_date = subprocess.call([*dvc, "status", "--quiet"], cwd=root, env=env) == 0
     if up_to_date and not dvc_args:
@@ -143,11 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         # Stage and repro arguments belong to the stage script / dvc: pass them through untouched.
-        if argv and argv[0] in STAGES:
+        if argv and argv[0] in STAGES:  # the stage sets up logging itself (-v: debug)
             return run_stage(argv[0], argv[1:])
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         if argv and argv[0] == "repro":
             return repro(argv[1:])
         args = build_parser().parse_args(argv)
@@ -161,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "fetch-data":
             from recourselab.data.sources import fetch_all
 
-            for path in fetch_all():
+            for path in fetch_all(fetch_cache()):
                 log.info("verified %s", path)
             return 0
         if args.command == "datasets":

@@ -608,16 +608,53 @@ def parse_params(raw: dict[str, Any] | None, source: str = "<params>") -> Params
         raise ConfigError(_format_errors(err, source)) from None
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """A safe YAML loader that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+
+def _unique_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in first:
+                raise ConfigError(f"key {key!r} is given twice in one mapping (lines {first[key] + 1} and "
+                                  f"{key_node.start_mark.line + 1}); YAML would silently keep only the last")
+            first[key] = key_node.start_mark.line
+        except TypeError:  # an unhashable key: the mapping constructor names it
+            pass
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def read_yaml(path: Path) -> Any:
+    """The content of the YAML file ``path``; every problem is a :class:`ConfigError` naming it.
+
+    Raises
+    ------
+    ConfigError
+        Not UTF-8 text, not valid YAML, or a key given twice in one mapping.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from None
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate ``params.yaml``."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"params file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path} is not valid YAML: {err}") from None
-    return parse_params(raw, source=str(path))
+    return parse_params(read_yaml(path), source=str(path))
 
 
 #: Mappings that a profile replaces whole instead of merging into (search spaces).
@@ -649,7 +686,12 @@ def render_profile(name: str, root: str | Path = ".") -> Params:
     if not path.is_file():
         valid = available_profiles(root)
         raise ConfigError(f"unknown profile {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}")
-    overlay = yaml.safe_load(path.read_text()) or {}
+    overlay = read_yaml(path)
+    if overlay is None:
+        overlay = {}
+    if not isinstance(overlay, dict):
+        raise ConfigError(f"{path} must hold a mapping of params sections at the top level, got "
+                          f"{type(overlay).__name__}")
     overlay["profile"] = name
     return parse_params(_deep_merge(base, overlay), source=str(path))
 

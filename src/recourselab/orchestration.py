@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from recourselab.errors import RecourselabError
-from recourselab.io import copy_atomic, sha256_file
+from recourselab.io import FILE_MODE, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +108,33 @@ def manifest_intact(manifest: Mapping[str, Any]) -> bool:
     return all((src / n).is_file() and sha256_file(src / n) == h for n, h in manifest["files"].items())
 
 
-def publish(manifest: Mapping[str, Any], out_dir: str | Path) -> dict[str, str]:
-    """Copy the staged files of ``manifest`` into ``out_dir`` (each copy atomic)."""
-    out_dir = Path(out_dir)
-    src = Path(manifest["dir"])
-    for name in manifest["files"]:
-        copy_atomic(src / name, out_dir / name)
-    return dict(manifest["files"])
+def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Path]) -> list[dict[str, str]]:
+    """Copy the staged files of every manifest into its out dir, all of them or none.
+
+    Every file is first copied to a temporary file beside its target; only when all copies
+    exist are they renamed into place, one ``os.replace`` each. An interruption or a full disk
+    while copying (the slow part) removes the temporary files and leaves every existing output
+    as it was; the renames that follow take microseconds. Returns each manifest's files
+    (name -> sha256).
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for manifest, out_dir in zip(manifests, out_dirs, strict=True):
+            out_dir = Path(out_dir)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name in manifest["files"]:
+                fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
+                os.close(fd)
+                staged.append((Path(tmp), out_dir / name))
+                shutil.copyfile(Path(manifest["dir"]) / name, tmp)
+                os.chmod(tmp, FILE_MODE)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, target in staged:
+        os.replace(tmp, target)
+    return [dict(manifest["files"]) for manifest in manifests]
 
 
 def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Path],
@@ -147,11 +167,9 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
                                        "manifest; run `make clean-cache` and retry")
         manifests.append(manifest)
         states.append(state)
-    results = []
-    for key, manifest, state, out in zip(keys, manifests, states, out_dirs, strict=True):
-        files = publish(manifest, out)
-        results.append(SeedResult(key=key, out_dir=Path(out), files=files, state=state))
-    return results
+    published = publish(manifests, out_dirs)
+    return [SeedResult(key=key, out_dir=Path(out), files=files, state=state)
+            for key, files, state, out in zip(keys, published, states, out_dirs, strict=True)]
 
 
 def pick_device(slot: int = 0) -> str:

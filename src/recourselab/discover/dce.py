@@ -219,7 +219,8 @@ class DCE:
         metrics = result_metrics(Xs, Xf, ys, ystar, self.schema, s, rec, U_x, U_y, eta)
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
-        metrics["first_certified_iteration"] = min(kept, default=None)  # kept: certified edited iterates
+        # kept: iterates certified as the gradient left them (before snapping); ``feasible`` is the snapped one's
+        metrics["first_certified_iteration"] = min(kept, default=None)
         if s.stop == "ot_y":
             metrics["stop_ot_y_reached"] = stop_level_reached(s, feasible, metrics["OT_y"])
         wall = time.perf_counter() - t0
