@@ -461,3 +461,12 @@ def test_a_bad_target_or_rule_is_refused_before_the_model_is_queried(toy, solver
     with pytest.raises(RecourselabError, match=pattern):
         run.explain(toy.factuals, target)
     assert (bb.queries == {}) if solver == "discover" else (calls == [])
+
+
+def test_a_rule_on_an_immutable_feature_is_logged_once_and_changes_nothing(toy, caplog):
+    with caplog.at_level("WARNING", logger="recourselab.discover.proposals"):
+        res = Discover(toy.blackbox(), schema=toy.schema, max_iter=3,
+                       actionability={"sex": "increasing"}).explain(toy.factuals, TARGET)
+    assert caplog.text.count("actionability rules on immutable features ['sex'] have no effect") == 1
+    imm = toy.schema.immutable_mask()
+    assert np.array_equal(res.counterfactuals[:, imm], toy.factuals[:, imm])

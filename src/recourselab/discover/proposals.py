@@ -22,6 +22,7 @@ Immutable (schema) and ``"fixed"`` features are never proposed; ``"increasing"``
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 
@@ -31,6 +32,8 @@ from scipy.special import betainc, betaincinv
 from recourselab.data.schema import Schema
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.errors import DataError
+
+logger = logging.getLogger(__name__)
 
 _TINY = 1e-12
 
@@ -108,11 +111,16 @@ class CategoricalFeature:
         return np.mod(np.rint(angle * L / (2 * math.pi)), L).astype(np.int64)
 
 
-def check_actionability(schema: Schema, settings: DiscoverSettings) -> None:
-    """Raise a :class:`DataError` if an actionability rule names a feature the schema lacks."""
+def check_actionability(schema: Schema, settings: DiscoverSettings, *, warn: bool = True) -> None:
+    """Raise a :class:`DataError` if an actionability rule names a feature the schema lacks; with
+    ``warn``, log rules on immutable features (they never move, whatever the rule says)."""
     unknown = sorted(set(settings.actionability) - set(schema.feature_names))
     if unknown:
         raise DataError(f"actionability names unknown features {unknown}; features: {schema.feature_names}")
+    fixed = [f.name for f in schema.features if f.immutable and f.name in settings.actionability]
+    if fixed and warn:
+        logger.warning("actionability rules on immutable features %s have no effect: immutable features never "
+                       "change", fixed)
 
 
 class ProposalSpace:
@@ -127,7 +135,7 @@ class ProposalSpace:
 
     def __init__(self, schema: Schema, factuals: np.ndarray, settings: DiscoverSettings) -> None:
         self.settings = settings
-        check_actionability(schema, settings)
+        check_actionability(schema, settings, warn=False)  # the solvers warned before querying the model
         train_lo, train_hi = schema.encoded_bounds()
         lo = np.minimum(train_lo, factuals.min(axis=0))  # the sample-wide range sets the step scale
         hi = np.maximum(train_hi, factuals.max(axis=0))
