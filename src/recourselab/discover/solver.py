@@ -201,7 +201,7 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
     """
     Xf = encode_factuals(factuals, schema)
     n, d = Xf.shape
-    as_target(target, n)
+    target = as_target(target, n)
     check_actionability(schema, s)
     yf = scores(Xf)
     tgt, ystar = resolve_target(target, n, yf)
