@@ -159,8 +159,8 @@ def test_custom_favourable_keeps_yaml_type():
     [
         ({"seeds": "abc"}, r"seeds: Input should be a valid list"),
         ({"seeds": []}, r"seeds: .*at least one seed is required"),
-        ({"seeds": [1, 1]}, r"seeds: .*distinct non-negative integers, got \[1, 1\]"),
-        ({"seeds": [-1]}, r"seeds: .*distinct non-negative integers, got \[-1\]"),
+        ({"seeds": [1, 1]}, r"seeds: .*distinct integers from 0 to 4294967294, got \[1, 1\]"),
+        ({"seeds": [-1]}, r"seeds: .*distinct integers from 0 to 4294967294, got \[-1\]"),
         ({"prepare": {"n_synthetic": "many"}}, r"prepare\.n_synthetic: Input should be a valid integer"),
         ({"prepare": {"n_synthetic": 10}}, r"prepare\.n_synthetic: .*greater than or equal to 20"),
         ({"prepare": {"chessboard_std": 0}}, r"prepare\.chessboard_std: .*greater than 0"),

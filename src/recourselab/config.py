@@ -21,6 +21,8 @@ from recourselab.errors import ConfigError, did_you_mean
 
 DEFAULT_DATASETS = ["moons", "circles", "spirals", "chessboard", "adult", "compas", "german"]
 PROFILES_DIR = "profiles"
+#: The largest seed: scikit-learn takes seeds below 2**32 and the split also draws with seed + 1.
+MAX_SEED = 2**32 - 2
 
 
 class StrictModel(BaseModel):
@@ -68,8 +70,19 @@ class CustomDataset(StrictModel):
     integer: list[str] = Field(default_factory=list)
     immutable: list[str] = Field(default_factory=list)
     drop: list[str] = Field(default_factory=list)
-    sha256: str | None = Field(default=None, description="Expected sha256 of the file, if known")
+    sha256: str | None = Field(default=None, description="Expected sha256 of the file, if known (64 hex "
+                               "digits, any case, optionally prefixed `sha256:`)")
     sep: str = Field(default=",", description="CSV field separator")
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha256_hex(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        digest = v.strip().lower().removeprefix("sha256:")
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise ValueError(f"sha256 must be 64 hexadecimal digits, got {v!r}")
+        return digest
 
 
 class DataParams(StrictModel):
@@ -100,7 +113,7 @@ class PrepareParams(StrictModel):
 
     split: tuple[float, float, float] = (0.6, 0.2, 0.2)
     n_synthetic: int = Field(default=3000, ge=20)
-    data_seed: int = Field(default=0, ge=0, description="Seed of the synthetic generators")
+    data_seed: int = Field(default=0, ge=0, le=MAX_SEED, description="Seed of the synthetic generators")
     chessboard_std: float = Field(default=0.05, gt=0)
     max_rows: int | None = Field(
         default=None, ge=50, description="Stratified subsample of large datasets before splitting"
@@ -498,8 +511,8 @@ class Params(StrictModel):
     def _seeds_valid(cls, v: list[int]) -> list[int]:
         if not v:
             raise ValueError("at least one seed is required")
-        if len(set(v)) != len(v) or min(v) < 0:
-            raise ValueError(f"seeds must be distinct non-negative integers, got {v}")
+        if len(set(v)) != len(v) or min(v) < 0 or max(v) > MAX_SEED:
+            raise ValueError(f"seeds must be distinct integers from 0 to {MAX_SEED}, got {v}")
         return v
 
     @model_validator(mode="after")

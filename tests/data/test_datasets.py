@@ -653,3 +653,96 @@ def test_load_prepared_names_a_damaged_split_or_schema(params_factory, tmp_path)
     (seed_dir / "schema.json").write_text('{"dataset": "mine", ')
     with pytest.raises(ArtifactError, match=r"schema\.json is damaged, not valid JSON"):
         load_prepared(seed_dir)
+
+
+# ---------------------------------------------------------------------------- custom CSV text, types, names
+def _csv_params(params_factory, tmp_path, text, **decl):
+    (tmp_path / "mine.csv").write_text(text)
+    return params_factory(data={"dir": str(tmp_path), "custom": {"mine": {"path": "mine.csv", **decl}}})
+
+
+def test_custom_csv_keeps_category_text_pandas_would_change(params_factory, tmp_path):
+    # "NA" / "None" are levels, not missing values; "01" and "1" are different codes.
+    cells = ["None", "low", "01", "NA", "1", ""]
+    rows = "".join(f"{i},{cells[i % 6]},{['NA', 'EU'][i % 2]}\n" for i in range(60))
+    raw = load_dataset("mine", _csv_params(params_factory, tmp_path, "x,savings,region\n" + rows,
+                                           target="region", favourable="EU", categorical=["savings"]))
+    assert raw.levels["savings"] == ["01", "1", "NA", "None", "low"]
+    assert raw.frame["savings"].isna().sum() == 10  # only the empty cells are missing
+    assert raw.classes == ["EU", "NA"] and len(raw.frame) == 60
+
+
+def test_custom_csv_keeps_parsed_values_that_print_as_the_text(params_factory, tmp_path):
+    rows = "".join(f"{i},{i % 3 if i % 7 else ''},{bool(i % 2)}\n" for i in range(60))
+    raw = load_dataset("mine", _csv_params(params_factory, tmp_path, "x,code,label\n" + rows,
+                                           target="label", favourable=True, categorical=["code"]))
+    assert raw.levels["code"] == [0.0, 1.0, 2.0]
+    assert raw.classes == [False, True]
+
+
+def test_custom_csv_repeated_header_names_it(params_factory, tmp_path):
+    rows = "".join(f"{i},{i % 2},{i % 2}\n" for i in range(60))
+    with pytest.raises(DataError, match=r"dataset 'mine': column\(s\) \['label'\] appear more than once in the "
+                                        r"header of .*mine\.csv"):
+        load_dataset("mine", _csv_params(params_factory, tmp_path, "x,label,label\n" + rows,
+                                         target="label", favourable=1))
+
+
+def test_validate_frame_repeated_columns():
+    frame = pd.DataFrame(np.c_[np.arange(6), np.arange(6), [0, 1] * 3], columns=["a", "a", "label"])
+    with pytest.raises(DataError, match=r"column\(s\) \['a'\] appear more than once"):
+        validate_frame(frame, _spec())
+
+
+def test_validate_frame_encoded_name_clash():
+    frame = pd.DataFrame({"c": ["a", "b"] * 3, "c__sin": np.zeros(6), "label": [0, 1] * 3})
+    with pytest.raises(DataError, match=r"feature column\(s\) \['c__sin'\] have the names of a categorical"):
+        validate_frame(frame, _spec(categorical=("c",)))
+
+
+@pytest.mark.parametrize("values, shown", [
+    (pd.to_datetime(["2020-01-01", "2020-02-01"] * 3), "datetime"),
+    ([1.0, np.inf] * 3, "'inf'"),
+])
+def test_validate_frame_category_values_json_cannot_hold(values, shown):
+    frame = pd.DataFrame({"a": np.arange(6.0), "c": values, "label": [0, 1] * 3})
+    with pytest.raises(DataError, match=rf"column 'c' holds values a category cannot have.*{shown}"):
+        validate_frame(frame, _spec(categorical=("c",)))
+
+
+def test_validate_frame_dates_in_a_numerical_column():
+    frame = pd.DataFrame({"when": pd.date_range("2020-01-01", periods=6), "label": [0, 1] * 3})
+    with pytest.raises(DataError, match=r"column 'when' holds dates or durations"):
+        validate_frame(frame, _spec())
+
+
+def test_validate_frame_integer_column_with_fractions():
+    frame = pd.DataFrame({"age": [20.0, 21.5, np.nan, 23.0, 24.0, 25.0], "label": [0, 1] * 3})
+    with pytest.raises(DataError, match=r"integer column 'age' has non-integer values, e\.g\. \[21\.5\]"):
+        validate_frame(frame, _spec(integer=("age",)))
+    frame.loc[1, "age"] = 21.0
+    assert validate_frame(frame, _spec(integer=("age",)))["age"].tolist()[:2] == [20.0, 21.0]
+
+
+def test_validate_frame_logs_levels_that_differ_in_spaces(caplog):
+    frame = pd.DataFrame({"c": ["a", " a", "b"] * 2, "label": [0, 1] * 3})
+    with caplog.at_level("WARNING"):
+        out = validate_frame(frame, _spec(categorical=("c",)))
+    assert sorted(set(out["c"])) == [" a", "a", "b"]
+    assert "differ only in surrounding spaces" in caplog.text and "[' a', 'a']" in caplog.text
+
+
+@pytest.mark.parametrize("given", ["upper", "prefixed"])
+def test_custom_sha256_any_case_or_prefixed(params_factory, tmp_path, given):
+    params = _custom_params(params_factory, tmp_path)
+    digest = sha256_file(tmp_path / "mine.csv")
+    value = digest.upper() if given == "upper" else f"sha256:{digest}"
+    params = _custom_params(params_factory, tmp_path, sha256=value)
+    assert params.data.custom["mine"].sha256 == digest
+    assert len(load_dataset("mine", params).frame) == 120
+
+
+@pytest.mark.parametrize("value", ["", "abc", "g" * 64])
+def test_custom_sha256_malformed(params_factory, tmp_path, value):
+    with pytest.raises(ConfigError, match=r"data\.custom\.mine\.sha256: sha256 must be 64 hexadecimal digits"):
+        _custom_params(params_factory, tmp_path, sha256=value)

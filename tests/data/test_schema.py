@@ -437,3 +437,13 @@ def test_math_constants_match_encoding():
     X = schema.transform(frame)
     expected = [[math.cos(2 * math.pi * k / 4), math.sin(2 * math.pi * k / 4)] for k in range(4)]
     np.testing.assert_allclose(X, expected, atol=1e-15)
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf])
+def test_transform_refuses_infinite_numerical_values(mixed, bad):
+    frame, schema = mixed
+    rows = frame.head(4).copy()
+    rows["income"] = rows["income"].astype(float)
+    rows.loc[rows.index[2], "income"] = bad
+    with pytest.raises(DataError, match=r"infinite values in numerical column 'income' \(rows \[2\]\)"):
+        schema.transform(rows)

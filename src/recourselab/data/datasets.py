@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ import pandas as pd
 from recourselab.config import CustomDataset, Params
 from recourselab.data import synthetic
 from recourselab.data.registry import BUILTIN_DATASETS, DatasetSpec
-from recourselab.data.schema import Schema, python_scalar, sorted_levels
+from recourselab.data.schema import Feature, Schema, python_scalar, sorted_levels
 from recourselab.data.sources import read_registry_file, resolve_user_file
 from recourselab.data.split import stratified_split, stratified_subsample
 from recourselab.errors import DataError, MissingArtifactError
@@ -199,10 +200,47 @@ def _read_custom(name: str, decl: CustomDataset, params: Params) -> tuple[pd.Dat
         if suffixes and suffixes[-1].lower() in PARQUET_SUFFIXES:
             frame = pd.read_parquet(path)
         else:
-            frame = pd.read_csv(path, sep=decl.sep)
+            frame = _read_custom_csv(path, decl, name)
+    except DataError:
+        raise
     except Exception as err:  # noqa: BLE001 - re-raised with the file named
         raise DataError(f"dataset {name!r}: cannot read {path}: {err}") from err
     return frame, sha256_file(path)
+
+
+def _prints_as(value: Any, text: Any) -> bool:
+    """True when a value pandas parsed from a CSV cell prints back as the cell's text."""
+    if pd.isna(text) or pd.isna(value):
+        return bool(pd.isna(text) and pd.isna(value))
+    value = python_scalar(value)
+    if isinstance(value, bool):
+        return str(value).lower() == text.lower()
+    if isinstance(value, float) and value.is_integer():  # integers of a column with missing cells
+        return text in (str(value), str(int(value)))
+    return str(value) == text
+
+
+def _read_custom_csv(path: Path, decl: CustomDataset, name: str) -> pd.DataFrame:
+    """Read a user CSV; categorical and target columns keep the file's text where parsing would change it.
+
+    pandas turns cells such as ``NA`` or ``None`` into missing values and ``01`` into ``1``. For
+    numerical columns that is wanted; a categorical or label column keeps its parsed values only
+    when they print back as the file's text (so ``1, 2`` stay integers, ``True`` a boolean), and
+    otherwise keeps the text, with only empty cells missing.
+    """
+    header = pd.read_csv(path, sep=decl.sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
+    twice = sorted({str(c) for c in header[header.duplicated()]})
+    if twice:
+        raise DataError(f"dataset {name!r}: column(s) {twice} appear more than once in the header of {path}")
+    frame = pd.read_csv(path, sep=decl.sep)
+    text_cols = [c for c in dict.fromkeys([*decl.categorical, decl.target]) if c in frame.columns]
+    if text_cols:
+        text = pd.read_csv(path, sep=decl.sep, usecols=text_cols, dtype=str, keep_default_na=False)
+        for col in text_cols:
+            raw = text[col].mask(text[col] == "")
+            if not all(_prints_as(v, t) for v, t in zip(frame[col], raw, strict=True)):
+                frame[col] = raw.astype(object)
+    return frame
 
 
 def dataset_spec(name: str, params: Params) -> DatasetSpec:
@@ -233,6 +271,9 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
         Naming the dataset and the offending column(s).
     """
     name = spec.name
+    twice = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+    if twice:
+        raise DataError(f"dataset {name!r}: column(s) {twice} appear more than once; rename or drop the copies")
     declared = {"target": [spec.target], "categorical": spec.categorical, "integer": spec.integer,
                 "immutable": spec.immutable, "drop": spec.drop, "features": spec.features or ()}
     for role, cols in declared.items():
@@ -256,6 +297,11 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
     both = sorted(set(spec.categorical) & set(spec.integer))
     if both:
         raise DataError(f"dataset {name!r}: column(s) {both} declared both categorical and integer")
+    clashes = sorted({enc for c in spec.categorical for enc in Feature(c, "categorical").encoded_names}
+                     & set(features))
+    if clashes:
+        raise DataError(f"dataset {name!r}: feature column(s) {clashes} have the names of a categorical "
+                        "feature's encoded (cos, sin) columns; rename them")
     frame = frame[features + [spec.target]].copy()
 
     n_missing_target = int(frame[spec.target].isna().sum())
@@ -269,10 +315,16 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
     empty = [c for c in features if frame[c].isna().all()]
     if empty:
         raise DataError(f"dataset {name!r}: feature column(s) {empty} have no values (all missing); drop them")
+    for col in [*spec.categorical, spec.target]:
+        _check_levels(name, col, frame[col])
     for col in features:
         if col in spec.categorical:
             continue
         raw = frame[col]
+        if (pd.api.types.is_datetime64_any_dtype(raw) or pd.api.types.is_timedelta64_dtype(raw)
+                or isinstance(raw.dtype, pd.PeriodDtype)):
+            raise DataError(f"dataset {name!r}: column {col!r} holds dates or durations ({raw.dtype}); convert it "
+                            "to a number (e.g. days since an event) or to text")
         num = pd.to_numeric(raw, errors="coerce")
         bad = num.isna() & raw.notna()
         if bad.any():
@@ -284,6 +336,12 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
             raise DataError(f"dataset {name!r}: {int(infinite.sum())} infinite value(s) in numerical column "
                             f"{col!r} (rows {np.flatnonzero(infinite)[:5].tolist()}); use a finite value or "
                             "leave the cell empty (missing values are median-imputed)")
+        if col in spec.integer:
+            given = num.dropna()
+            fractional = given[given != np.round(given)]
+            if len(fractional):
+                raise DataError(f"dataset {name!r}: integer column {col!r} has non-integer values, e.g. "
+                                f"{fractional.head(3).tolist()}; remove it from `integer` or round the values")
         frame[col] = num.astype(float)
     if frame[features].shape[1] == 0:
         raise DataError(f"dataset {name!r}: no feature columns left")
@@ -299,6 +357,27 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
             raise DataError(f"dataset {name!r}: favourable label {spec.favourable!r} is not a value "
                             f"of target {spec.target!r}; labels: {labels}")
     return frame
+
+
+def _check_levels(name: str, col: str, values: pd.Series) -> None:
+    """Categorical and label values must be text, integers, booleans or finite numbers (they go to JSON).
+
+    Text levels that differ only in surrounding spaces are logged: they stay distinct levels.
+    """
+    levels = sorted_levels(values)
+    bad = [v for v in levels if not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v))]
+    if bad:
+        raise DataError(f"dataset {name!r}: column {col!r} holds values a category cannot have, e.g. "
+                        f"{[str(v) for v in bad[:3]]} ({type(bad[0]).__name__}); categories and labels must be "
+                        "text, integers, booleans or finite numbers")
+    stripped: dict[str, list[str]] = {}
+    for v in levels:
+        if isinstance(v, str):
+            stripped.setdefault(v.strip(), []).append(v)
+    spaced = [group for group in stripped.values() if len(group) > 1]
+    if spaced:
+        log.warning("dataset %r: column %r has values that differ only in surrounding spaces, kept as distinct "
+                    "levels: %s", name, col, spaced[:3])
 
 
 def load_dataset(name: str, params: Params) -> RawDataset:

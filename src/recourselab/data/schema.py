@@ -206,7 +206,7 @@ class Schema:
         UnknownCategoryError
             A categorical value that is not one of the schema's levels.
         DataError
-            Missing columns or non-numeric values in a numerical column.
+            Missing columns, or non-numeric or infinite values in a numerical column.
         """
         self.check_columns(frame)
         out = np.empty((len(frame), self.n_encoded), dtype=float)
@@ -219,6 +219,9 @@ class Schema:
                     examples = sorted({str(v) for v in col[bad].head(5)})
                     raise DataError(f"dataset {self.dataset!r}: non-numeric values in numerical "
                                     f"column {f.name!r}, e.g. {examples}")
+                if np.isinf(values).any():
+                    raise DataError(f"dataset {self.dataset!r}: infinite values in numerical column {f.name!r} "
+                                    f"(rows {np.flatnonzero(np.isinf(values))[:5].tolist()})")
                 values = np.where(np.isnan(values), f.median, values)
                 out[:, sl.start] = (values - f.mean) / f.std
             else:
