@@ -98,3 +98,18 @@ def test_reference_convention_trims_each_sample_then_scales_by_one_over_one_minu
     assert w2_reference(big_a, big_b) / ot_y(big_a, big_b) == pytest.approx(1.25, rel=0.01)
     X, F = rng.normal(size=(400, 3)), rng.normal(0.3, 1.2, size=(400, 3))
     assert sw2_reference(X, F, n_projections=50) / ot_x(X, F, n_projections=50) == pytest.approx(1.25, rel=0.03)
+
+
+def test_ares_cost_of_edited_rows_is_undefined_when_no_row_is_edited(toy):
+    from recourselab.discover.settings import DiscoverSettings
+    from recourselab.discover.solver import result_metrics
+
+    Xf = toy.factuals[:6]
+    rec = {"OT_x": 0.0, "OT_y": 0.1, "UCL_x": 0.0, "UCL_y": 0.1, "eta": 0.5, "iteration": 0}
+    y = np.full(6, 0.2)
+    none = result_metrics(Xf.copy(), Xf, y, np.ones(6), toy.schema, DiscoverSettings(), rec, 0.1, 0.1, 0.5)
+    assert none["edited_rows"] == 0 and none["ares_cost_edited"] is None  # was 0.0, averaged into summaries
+    X = Xf.copy()
+    X[1, toy.schema.slices()["owner"]] *= -1  # one binary flip: one categorical change
+    one = result_metrics(X, Xf, y, np.ones(6), toy.schema, DiscoverSettings(), rec, 0.1, 0.1, 0.5)
+    assert one["edited_rows"] == 1 and one["ares_cost_edited"] == 1.0

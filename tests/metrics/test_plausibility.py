@@ -95,3 +95,21 @@ def test_rq2_leaves_out_non_finite_pairs_and_needs_three():
 def test_rq2_rejects_bad_bootstrap_settings(kw, pattern):
     with pytest.raises(DataError, match=pattern):
         density_variance_spearman(np.arange(10.0), np.arange(10.0), **kw)
+
+
+def test_lof_neighbours_outnumber_the_copies_of_a_repeated_row():
+    # 60 copies of the origin plus a spread cloud: with 20 neighbours, LOF gave a point 0.14 from the
+    # copies an outlier score of 1e9 (an outlier) while a point at distance 2 was an inlier.
+    rng = np.random.default_rng(0)
+    X = np.vstack([np.zeros((60, 2)), rng.normal(0.0, 1.0, (60, 2))])
+    y = np.zeros(120, dtype=int)
+    near = inlier_rates(np.array([[0.1, 0.1]]), np.array([0]), X, y)
+    assert near["lof_inlier_rate"] == 1.0
+
+
+def test_empty_counterfactual_sets_are_refused():
+    X, y = _two_blobs()
+    with pytest.raises(DataError, match="inlier rates need at least one counterfactual, got 0 rows"):
+        inlier_rates(np.zeros((0, 2)), np.zeros(0, dtype=int), X, y, reference=(X, y))
+    with pytest.raises(DataError, match="ensemble uncertainty needs at least one row, got 0"):
+        ensemble_uncertainty(EnsembleOutput(("a", "b"), np.zeros((2, 0, 2))), np.zeros(0, dtype=int))

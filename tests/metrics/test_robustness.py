@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from recourselab.errors import DataError
 from recourselab.metrics.robustness import query_set, summarize_seeds, validity_metrics
 from recourselab.models.oracle import EnsembleOutput
 
@@ -69,3 +70,12 @@ def test_summarize_seeds_means_nested_metrics_and_tolerates_missing_ones():
     assert "flag" not in s["summary"] and "name" not in s["summary"]  # bools and strings are not averaged
     one = summarize_seeds({0: {"a": 2.0}, 1: {"a": None}, 2: {"a": float("nan")}})["summary"]["a"]
     assert one == {"mean": 2.0, "std": None, "n": 1}  # no sample std from one seed (not 0)
+
+
+def test_empty_query_sets_and_counterfactual_sets_are_refused():
+    out = _output([[1, 0], [0, 1]])  # the members disagree on both rows
+    with pytest.raises(DataError, match=r"the query set is empty: none of the 2 rows is classified correctly by "
+                                        r"every member \(m0, m1\)"):
+        query_set(out, np.array([1, 0]), 10)
+    with pytest.raises(DataError, match="validity needs at least one counterfactual, got 0 rows"):
+        validity_metrics(EnsembleOutput(("a",), np.zeros((1, 0, 2))), np.zeros(0, dtype=int))

@@ -556,7 +556,7 @@ def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarr
         "OT_y": ot_y(y, ystar, delta=s.metric_delta),
         "MMD2": mmd2(X, Xf, sigma=s.mmd_sigma),
         "ares_cost": float(cost.mean()),
-        "ares_cost_edited": float(cost[edited].mean()) if edited.any() else 0.0,
+        "ares_cost_edited": float(cost[edited].mean()) if edited.any() else None,  # no edited row: undefined
         "edited_rows": int(edited.sum()),
         "certified_x_holdout": holdout_certified_x(X, Xf, s),
         "objective_OT_x": float(rec["OT_x"]), "objective_OT_y": float(rec["OT_y"]),

@@ -33,15 +33,21 @@ def inlier_rates(cf: np.ndarray, target: np.ndarray, X_train: np.ndarray, y_trai
     """Fraction of counterfactuals (n, d) that LOF and IsolationForest call inliers of their target class.
 
     The detectors of class c are fitted on at most ``max_fit_rows`` training rows (n_train, d)
-    labelled c. Returns ``lof_inlier_rate`` and ``iforest_inlier_rate`` in [0, 1]. With
-    ``reference`` = (X_ref (m, d), y_ref (m,)), held-out real rows, also ``lof_inlier_rate_real``
-    and ``iforest_inlier_rate_real``: the same detectors' rates on the real rows of each target
+    labelled c, drawn at random (``seed``). LOF uses ``n_neighbors`` neighbours, or one more than
+    the largest number of copies of one row in its fitting rows when that is larger (with fewer,
+    a point beside a repeated row gets an unbounded outlier score).
+
+    Returns ``lof_inlier_rate`` and ``iforest_inlier_rate`` in [0, 1]. With ``reference`` =
+    (X_ref (m, d), y_ref (m,)), held-out real rows, also ``lof_inlier_rate_real`` and
+    ``iforest_inlier_rate_real``: the same detectors' rates on the real rows of each target
     class, weighted like the counterfactuals' targets (the level a real row of that class
     reaches; NaN if a target class has no reference row).
     """
     cf, target = np.asarray(cf, dtype=float), np.asarray(target)
     if len(cf) != len(target):
         raise DataError(f"{len(cf)} counterfactuals but {len(target)} targets")
+    if len(cf) == 0:
+        raise DataError("inlier rates need at least one counterfactual, got 0 rows")
     lof_ok = np.zeros(len(cf), dtype=bool)
     iso_ok = np.zeros(len(cf), dtype=bool)
     real = {"lof_inlier_rate_real": 0.0, "iforest_inlier_rate_real": 0.0}
@@ -53,7 +59,12 @@ def inlier_rates(cf: np.ndarray, target: np.ndarray, X_train: np.ndarray, y_trai
             rows = np.sort(np.random.default_rng(seed).choice(rows, max_fit_rows, replace=False))
         ref = X_train[rows]
         mine = target == c
-        lof = LocalOutlierFactor(n_neighbors=min(n_neighbors, len(ref) - 1), novelty=True).fit(ref)
+        copies = int(np.unique(ref, axis=0, return_counts=True)[1].max())
+        k = max(n_neighbors, copies + 1)
+        if k > n_neighbors:
+            log.info("class %s: a row occurs %d times in LOF's fitting rows; LOF uses %d neighbours", c, copies,
+                     min(k, len(ref) - 1))
+        lof = LocalOutlierFactor(n_neighbors=min(k, len(ref) - 1), novelty=True).fit(ref)
         lof_ok[mine] = lof.predict(cf[mine]) == 1
         iso = IsolationForest(random_state=seed, n_jobs=1).fit(ref)
         iso_ok[mine] = iso.predict(cf[mine]) == 1
@@ -70,6 +81,8 @@ def ensemble_uncertainty(output: EnsembleOutput, target: np.ndarray) -> dict[str
     """Mean disagreement Var_m p_m(y* | x') and mean mutual information of the ensemble (nats)."""
     P = output.member_proba  # (M, n, K)
     target = np.asarray(target)
+    if P.shape[1] == 0:
+        raise DataError("ensemble uncertainty needs at least one row, got 0")
     p_target = P[:, np.arange(P.shape[1]), target]  # (M, n)
 
     def entropy(p: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from recourselab.errors import DataError
 from recourselab.models.oracle import EnsembleOutput
 
 
@@ -17,8 +18,16 @@ def query_set(output: EnsembleOutput, y: np.ndarray, cap: int, *, seed: int = 0)
 
     When more than ``cap`` rows qualify, ``cap`` of them are drawn at random (``seed``) from all
     of them, not taken from the top of the file.
+
+    Raises
+    ------
+    DataError
+        No row qualifies: there is nothing to explain.
     """
     correct = np.flatnonzero((output.member_labels == np.asarray(y)[None, :]).all(axis=0))
+    if len(correct) == 0:
+        raise DataError(f"the query set is empty: none of the {len(y)} rows is classified correctly by every "
+                        f"member ({', '.join(output.member_names)})")
     if len(correct) <= cap:
         return correct
     return np.sort(np.random.default_rng(seed).choice(correct, cap, replace=False))
@@ -32,6 +41,8 @@ def validity_metrics(output: EnsembleOutput, target: np.ndarray) -> dict[str, An
     ``majority`` (a strict majority of the members, more than half; a tie is not valid) validity.
     """
     target = np.asarray(target)
+    if len(target) == 0:
+        raise DataError("validity needs at least one counterfactual, got 0 rows")
     hits = output.member_labels == target[None, :]  # (M, n)
     per_model = hits.mean(axis=1)
     return {"per_model": {n: float(v) for n, v in zip(output.member_names, per_model, strict=True)},
