@@ -307,3 +307,34 @@ def test_each_query_logs_at_debug(caplog):
         bb.query(X, budget="audit")
     messages = [r.getMessage() for r in caplog.records if r.name == "recourselab.models.oracle"]
     assert len(messages) == 1 and "budget='audit'" in messages[0] and "rows=4" in messages[0]
+
+
+def test_member_probabilities_outside_the_unit_interval_or_nan_are_refused():
+    broken = TablePredictor([[0.5, 0.5], [np.nan, np.nan], [1.2, -0.2]])
+    bb = BlackBox({"broken": broken})
+    assert bb.query(np.zeros((1, 1))).member_proba.shape == (1, 1, 2)
+    for row in (1, 2):
+        with pytest.raises(DataError, match=r"member 'broken' returned probabilities outside \[0, 1\] or NaN in 1 "
+                                            r"rows, e\.g\. rows \[0\]"):
+            bb.query(np.full((1, 1), float(row)))
+
+
+def test_agreement_target_must_be_a_class_index():
+    out = EnsembleOutput(("a", "b"), np.array([[[0.2, 0.8]], [[0.6, 0.4]]]))
+    assert out.agreement(1).tolist() == [0.5]
+    for bad in (5, -1, np.array([2])):
+        with pytest.raises(DataError, match=r"target must hold class indices in range\(2\)"):
+            out.agreement(bad)
+
+
+def test_without_a_schema_the_members_fix_the_query_width(moons_small):
+    from recourselab.models.registry import FitContext, fit_model
+
+    train, val, _ = moons_small
+    model = fit_model("knn", {"n_neighbors": 5}, train.X, train.y,
+                      FitContext(X_val=val.X, y_val=val.y, seed=0, n_classes=2))
+    bb = BlackBox({"knn": model})
+    with pytest.raises(DataError, match=r"query width 3 does not match the model's 2 encoded columns"):
+        bb.query(np.zeros((4, 3)))
+    assert bb.queries == {}  # refused before anything was counted
+    assert bb.query(val.X[:4]).member_proba.shape == (1, 4, 2)

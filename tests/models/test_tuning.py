@@ -7,7 +7,7 @@ import pytest
 
 from recourselab.config import Params
 from recourselab.data import load_dataset, prepare_splits
-from recourselab.models.registry import ENSEMBLE
+from recourselab.models.registry import ENSEMBLE, FitContext
 from recourselab.models.tuning import Split, tune_model
 
 
@@ -54,3 +54,14 @@ def test_every_default_member_reaches_097_on_moons():
         r = tune_model(name, spec.grid, spec.fixed, train=train, val=val, test=test, seed=0, n_classes=2,
                        max_tune_rows=spec.max_tune_rows, max_fit_rows=spec.max_fit_rows)
         assert r.metrics["val_accuracy"] >= 0.97, (name, r.metrics)
+
+
+def test_a_class_with_fewer_rows_than_folds_is_named(moons_small):
+    from recourselab.errors import DataError
+    from recourselab.models.tuning import Split, cross_validate
+
+    train, val, _ = moons_small
+    keep = np.r_[np.flatnonzero(train.y == 0), np.flatnonzero(train.y == 1)[:2]]
+    ctx = FitContext(X_val=val.X, y_val=val.y, seed=0, n_classes=2)
+    with pytest.raises(DataError, match=r"model 'knn': class 1 has 2 tuning rows, fewer than the 3 CV folds"):
+        cross_validate("knn", {"n_neighbors": 3}, Split(train.X[keep], train.y[keep]), ctx, folds=3)

@@ -113,6 +113,9 @@ class EnsembleOutput:
         if target.ndim not in (0, 1) or (target.ndim == 1 and target.shape[0] != labels.shape[1]):
             raise DataError(f"target must be an int or an array of shape ({labels.shape[1]},), "
                             f"got shape {target.shape}")
+        if not np.issubdtype(target.dtype, np.integer) or ((target < 0) | (target >= self.n_classes)).any():
+            raise DataError(f"target must hold class indices in range({self.n_classes}), got "
+                            f"{np.unique(target)[:5].tolist()}")
         return (labels == target).mean(axis=0)
 
 
@@ -231,7 +234,11 @@ class BlackBox:
 
     # ------------------------------------------------------------------ queries
     def _encode(self, X: np.ndarray | pd.DataFrame) -> np.ndarray:
-        return encode_rows(X, self.schema, what="query")
+        width = None
+        if self.schema is None:  # the members' own input width, where they know it (fitted zoo models do)
+            widths = {int(m.n_features) for m in self._members.values() if hasattr(m, "n_features")}
+            width = widths.pop() if len(widths) == 1 else None
+        return encode_rows(X, self.schema, what="query", width=width)
 
     def query(self, X: np.ndarray | pd.DataFrame, *, budget: str = DEFAULT_BUDGET) -> EnsembleOutput:
         """Query every member once on rows ``X``, counting ``n`` rows under ``budget``.
@@ -278,6 +285,11 @@ class BlackBox:
         if self.schema is not None and proba.shape[1] != self.schema.n_classes:
             raise DataError(f"member {name!r} returned {proba.shape[1]} classes, the schema of dataset "
                             f"{self.schema.dataset!r} has {self.schema.n_classes}")
+        bad = ~np.isfinite(proba) | (proba < 0.0) | (proba > 1.0)
+        if bad.any():
+            rows = np.flatnonzero(bad.any(axis=1))
+            raise DataError(f"member {name!r} returned probabilities outside [0, 1] or NaN in {len(rows)} rows, "
+                            f"e.g. rows {rows[:5].tolist()}")
         return proba
 
     def predict_proba(self, X: np.ndarray | pd.DataFrame, *, budget: str = DEFAULT_BUDGET) -> np.ndarray:

@@ -3,7 +3,8 @@
 Every kind knows how to build an estimator from hyperparameters, fit it (early stopping on
 the *validation* split only, never test), predict class probabilities, and save/load it in
 a native or safe format (xgboost UBJ, LightGBM text, CatBoost .cbm, TabNet zip, scikit-learn
-via skops with an explicit allow-list of types). Nothing is ever unpickled.
+via skops with an explicit allow-list of types). Nothing is ever unpickled: the TabNet zip's
+weights go through ``torch.load``, whose default (torch >= 2.6, required) loads tensors only.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from recourselab.errors import ArtifactError, RecourselabError, UnknownKeyError
+from recourselab.errors import ArtifactError, ConfigError, DataError, RecourselabError, UnknownKeyError
 from recourselab.io import error_reason
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,22 @@ class FittedModel:
     n_classes: int
     info: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def n_features(self) -> int:
+        """Width of the encoded rows the model was fitted on."""
+        return int(MODEL_KINDS[self.kind].width(self.estimator))
+
     def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Class probabilities, shape (n, n_classes), rows summing to 1."""
+        """Class probabilities of encoded rows X (n, n_features): shape (n, n_classes), rows summing to 1.
+
+        Raises
+        ------
+        DataError
+            X is not 2-D, has another width than the training rows, or holds NaN / inf.
+        """
+        from recourselab.data.schema import encode_rows
+
+        X = encode_rows(X, what=f"{self.kind} model input", width=self.n_features)
         X = np.ascontiguousarray(X, dtype=np.float32 if self.kind == "tabnet" else np.float64)
         return MODEL_KINDS[self.kind].predict_proba(self.estimator, X, self.n_classes)
 
@@ -80,6 +95,8 @@ class ModelKind:
         lambda est, X, k: np.asarray(est.predict_proba(X), dtype=np.float64))
     #: Labels of a model fitted with ``FitContext(tuning=True)`` (CV scoring only).
     predict_tuning: Callable[[Any, np.ndarray, int], np.ndarray] | None = None
+    #: Number of input columns of a fitted estimator.
+    width: Callable[[Any], int] = lambda est: est.n_features_in_
 
 
 # ---------------------------------------------------------------------------- scikit-learn
@@ -135,7 +152,22 @@ def _build_svm(p: dict[str, Any], ctx: FitContext) -> Any:
     svc = SVC(kernel="rbf", random_state=ctx.seed, **p)
     if ctx.tuning:  # CV scores labels only: no need for the 5 extra fits of Platt scaling
         return svc
-    return CalibratedClassifierCV(svc, method="sigmoid", cv=5, ensemble=False)
+    return CalibratedClassifierCV(svc, method="sigmoid", cv=SVM_CALIBRATION_FOLDS, ensemble=False)
+
+
+SVM_CALIBRATION_FOLDS = 5
+
+
+def _fit_svm(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
+    """Platt scaling uses 5 folds, or as many as the smallest class has rows (at least 2)."""
+    smallest = int(np.bincount(y, minlength=ctx.n_classes).min())
+    if hasattr(est, "cv") and smallest < est.cv:
+        if smallest < 2:
+            raise DataError(f"model 'svm': a class has {smallest} training row(s); its probability calibration "
+                            "needs at least 2 rows per class")
+        log.info("svm: the smallest class has %d training rows; calibrating with %d folds", smallest, smallest)
+        est.cv = smallest
+    return est.fit(X, y)
 
 
 def _build_rf(p: dict[str, Any], ctx: FitContext) -> Any:
@@ -148,7 +180,8 @@ def _build_mlp(p: dict[str, Any], ctx: FitContext) -> Any:
     from sklearn.neural_network import MLPClassifier
 
     p = dict(p)
-    p["hidden_layer_sizes"] = tuple(p.get("hidden_layer_sizes", (64, 64)))
+    sizes = p.get("hidden_layer_sizes", (64, 64))
+    p["hidden_layer_sizes"] = (sizes,) if isinstance(sizes, int) else tuple(sizes)  # 16 means one layer of 16
     return MLPClassifier(random_state=ctx.seed, **p)
 
 
@@ -278,9 +311,18 @@ def _save_lgbm(booster: Any, path: Path) -> Path:
 
 
 def _load_lgbm(path: Path) -> Any:
+    """LightGBM aborts the whole process on some incomplete model files: check the text first."""
     import lightgbm as lgb
 
-    return lgb.Booster(model_file=str(path))
+    text = path.read_text(encoding="utf-8")
+    sizes = next((line for line in text.splitlines() if line.startswith("tree_sizes=")), None)
+    n_trees = text.count("\nTree=")
+    complete = (sizes is not None and "end of trees" in text and len(sizes.split("=", 1)[1].split()) == n_trees
+                and ("\nparameters:" not in text or "end of parameters" in text))
+    if not complete:
+        raise ValueError(f"incomplete LightGBM model text ({n_trees} trees; its tree_sizes header, 'end of trees' "
+                         "or 'end of parameters' line is missing or does not match)")
+    return lgb.Booster(model_str=text)
 
 
 # ---------------------------------------------------------------------------- TabNet
@@ -314,10 +356,12 @@ def _fit_tabnet(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
           **getattr(est, "_recourselab_fit", {})}
     kw["batch_size"] = min(kw["batch_size"], len(y))
     kw["virtual_batch_size"] = min(kw["virtual_batch_size"], kw["batch_size"])
+    # A last batch of one row fails in batch normalisation: leave that row out of the epoch.
+    drop_last = len(y) % kw["batch_size"] == 1
     with torch_seeded(ctx.seed), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")  # "best weights from best epoch are automatically used"
         est.fit(X.astype(np.float32), y, eval_set=[(ctx.X_val.astype(np.float32), ctx.y_val)],
-                eval_metric=["logloss"], compute_importance=False, drop_last=False, **kw)
+                eval_metric=["logloss"], compute_importance=False, drop_last=drop_last, **kw)
     return est
 
 
@@ -350,7 +394,7 @@ def _tabnet_proba(est: Any, X: np.ndarray, k: int) -> np.ndarray:
 MODEL_KINDS: dict[str, ModelKind] = {
     "knn": ModelKind("knn", "skops", ("n_neighbors", "weights", "p"), _build_knn, _plain_fit,
                      _skops_save, _skops_load),
-    "svm": ModelKind("svm", "skops", ("C", "gamma"), _build_svm, _plain_fit, _skops_save, _skops_load,
+    "svm": ModelKind("svm", "skops", ("C", "gamma"), _build_svm, _fit_svm, _skops_save, _skops_load,
                      predict_tuning=lambda est, X, k: est.predict(X)),
     "rf": ModelKind("rf", "skops", ("n_estimators", "max_depth", "min_samples_split",
                                     "min_samples_leaf", "max_features"),
@@ -363,13 +407,16 @@ MODEL_KINDS: dict[str, ModelKind] = {
                          _build_xgb, _fit_xgb, _save_xgb, _load_xgb),
     "catboost": ModelKind("catboost", "cbm",
                           ("depth", "learning_rate", "l2_leaf_reg", "iterations", "od_wait"),
-                          _build_catboost, _fit_catboost, _save_catboost, _load_catboost),
+                          _build_catboost, _fit_catboost, _save_catboost, _load_catboost,
+                          width=lambda est: len(est.feature_names_)),
     "tabnet": ModelKind("tabnet", "zip", ("lr", "n_d", "n_a", "n_steps", "gamma", "mask_type",
                                           *TABNET_FIT_KEYS),
-                        _build_tabnet, _fit_tabnet, _save_tabnet, _load_tabnet, _tabnet_proba),
+                        _build_tabnet, _fit_tabnet, _save_tabnet, _load_tabnet, _tabnet_proba,
+                        width=lambda est: est.input_dim),
     "lightgbm": ModelKind("lightgbm", "txt", ("n_estimators", "num_leaves", "learning_rate", "max_depth",
                                               "min_child_samples", "subsample", "colsample_bytree"),
-                          _build_lgbm, _fit_lgbm, _save_lgbm, _load_lgbm, _lgbm_proba),
+                          _build_lgbm, _fit_lgbm, _save_lgbm, _load_lgbm, _lgbm_proba,
+                          width=lambda booster: booster.num_feature()),
 }
 
 
@@ -389,16 +436,53 @@ def fit_model(name: str, params: Mapping[str, Any], X: np.ndarray, y: np.ndarray
     ----------
     X : (n, d) encoded training rows; y : (n,) class indices in ``range(ctx.n_classes)``.
     ctx : validation split (early stopping only), seed, threads, device.
+
+    Raises
+    ------
+    DataError
+        Rows not finite or 2-D, labels not one class index per row, or a class without rows.
+    ConfigError
+        The model's library refuses the hyperparameters (named with the library's reason).
     """
+    from recourselab.data.schema import encode_rows
+
     kind = get_kind(name)
     unknown = sorted(set(params) - set(kind.hyperparameters))
     if unknown:
         raise RecourselabError(f"model {name!r}: unknown hyperparameters {unknown}; valid: "
                                f"{', '.join(kind.hyperparameters)}")
+    X = np.ascontiguousarray(encode_rows(X, what=f"{name} training rows"), dtype=np.float64)
+    y = _check_labels(name, y, len(X), ctx.n_classes)
     est = kind.build(dict(params), ctx)
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    est = kind.fit(est, X, np.asarray(y), ctx)
+    try:
+        est = kind.fit(est, X, y, ctx)
+    except RecourselabError:
+        raise
+    except (ValueError, TypeError) as err:  # the libraries' parameter checks raise these
+        raise ConfigError(f"model {name!r} could not be fitted with hyperparameters {dict(params)}: "
+                          f"{error_reason(err)}; check models.{name} in params.yaml") from err
     return FittedModel(kind=name, estimator=est, params=dict(params), n_classes=ctx.n_classes)
+
+
+def _check_labels(name: str, y: Any, n_rows: int, n_classes: int) -> np.ndarray:
+    """Labels as an int64 array of one class index in ``range(n_classes)`` per row, every class present."""
+    y = np.asarray(y)
+    if y.ndim != 1 or len(y) != n_rows:
+        raise DataError(f"model {name!r}: labels must be 1-D with one per training row ({n_rows}), "
+                        f"got shape {y.shape}")
+    if not (np.issubdtype(y.dtype, np.integer) or (np.issubdtype(y.dtype, np.floating)
+                                                  and np.isfinite(y).all() and (y == np.round(y)).all())):
+        raise DataError(f"model {name!r}: labels must be class indices (integers), got dtype {y.dtype}")
+    y = y.astype(np.int64)
+    counts = np.bincount(y[(y >= 0) & (y < n_classes)], minlength=n_classes)
+    outside = sorted(set(y[(y < 0) | (y >= n_classes)].tolist()))
+    if outside:
+        raise DataError(f"model {name!r}: labels {outside[:5]} are outside range({n_classes})")
+    empty = np.flatnonzero(counts == 0).tolist()
+    if empty:
+        raise DataError(f"model {name!r}: class(es) {empty} have no training rows; every one of the "
+                        f"{n_classes} classes needs rows")
+    return y
 
 
 def load_model(name: str, path: str | Path, params: Mapping[str, Any], n_classes: int) -> FittedModel:

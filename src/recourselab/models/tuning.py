@@ -14,6 +14,7 @@ from sklearn.metrics import accuracy_score, roc_auc_score
 from sklearn.model_selection import ParameterGrid, StratifiedKFold
 
 from recourselab.data.split import stratified_subsample
+from recourselab.errors import DataError
 from recourselab.models.registry import FitContext, FittedModel, fit_model, get_kind
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,10 @@ def cross_validate(name: str, params: Mapping[str, Any], train: Split, ctx: FitC
                    folds: int) -> float:
     """Mean held-out accuracy of ``params`` over stratified ``folds`` folds of ``train``."""
     kind = get_kind(name)
+    counts = np.bincount(train.y, minlength=ctx.n_classes)
+    if counts.min() < folds:
+        raise DataError(f"model {name!r}: class {int(counts.argmin())} has {int(counts.min())} tuning rows, fewer than "
+                        f"the {folds} CV folds (models.cv_folds); lower cv_folds or use more rows")
     cv_ctx = dataclasses.replace(ctx, tuning=True)
     scores = []
     splitter = StratifiedKFold(folds, shuffle=True, random_state=ctx.seed)
