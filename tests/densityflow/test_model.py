@@ -112,7 +112,9 @@ def _mixed_schema_data():
     n = 400
     frame = pd.DataFrame({"age": rng.integers(20, 60, n), "income": rng.normal(50, 10, n),
                           "sex": rng.choice(["f", "m"], n), "job": rng.choice(["a", "b", "c"], n)})
-    frame["label"] = ((frame["income"] + (frame["job"] == "c") * 8 + rng.normal(0, 3, n)) > 55).astype(int)
+    # The label depends on the immutable age and sex too, so an unmasked flow would move them.
+    frame["label"] = ((frame["income"] + (frame["job"] == "c") * 8 + 0.4 * (frame["age"] - 40)
+                       + 6 * (frame["sex"] == "m") + rng.normal(0, 3, n)) > 58).astype(int)
     schema = Schema.fit(frame, dataset="toy", target="label", favourable=1, categorical=["sex", "job"],
                         integer=["age"], immutable=["sex", "age"])
     return frame, schema
@@ -122,7 +124,7 @@ def test_immutables_never_change_and_categoricals_decode_to_levels():
     frame, schema = _mixed_schema_data()
     X = schema.transform(frame)
     y = schema.encode_target(frame["label"])
-    flow = DensityFlow(schema=schema, seed=0, **{**FAST, "epochs": 3}).fit(X, y)
+    flow = DensityFlow(schema=schema, seed=0, **FAST).fit(X, y)
     q = frame[y == 0].head(40)
     res = flow.generate(q)  # target None -> favourable class
     assert (res.target == 1).all()
@@ -130,6 +132,10 @@ def test_immutables_never_change_and_categoricals_decode_to_levels():
     pd.testing.assert_index_equal(out.index, q.index)  # the input frame's row labels are kept
     pd.testing.assert_series_equal(out["sex"], q["sex"].astype(object), check_names=False)
     assert (out["age"].to_numpy() == q["age"].to_numpy()).all()
+    fixed = schema.immutable_mask()
+    np.testing.assert_array_equal(res.counterfactuals[:, fixed], schema.transform(q)[:, fixed])  # bit for bit
+    assert (out["income"] - q["income"]).abs().mean() > 2.0  # the flow did move the mutable features
+    assert res.surrogate_valid.mean() >= 0.6, res.surrogate_valid.mean()  # ... most far enough to reach the target
     assert set(out["job"]) <= {"a", "b", "c"}
     np.testing.assert_array_equal(schema.transform(out), res.counterfactuals)  # valid points exactly
 
