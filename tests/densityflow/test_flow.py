@@ -29,6 +29,24 @@ def test_kinetic_energy_of_a_constant_field_is_norm_squared_times_T():
     torch.testing.assert_close(path[2], x + 0.5 * c)
 
 
+class LinearInTimeField(ConstantField):
+    """v(z, t) = c t: the energy is the integral of ||c||^2 t^2 over [0, 1], ||c||^2 / 3."""
+
+    def forward(self, t, z, x_src, target):
+        return self.c.expand_as(z) * t * self.mutable
+
+
+def test_kinetic_energy_integrates_the_squared_speed_over_time():
+    c = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    field = LinearInTimeField(c, torch.tensor([1.0, 1.0, 0.0])).double()  # the last coordinate frozen
+    x = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    z, energy, path = integrate(field, x, torch.zeros(4, dtype=torch.long), rtol=1e-9, atol=1e-9, n_points=3)
+    moving = c * torch.tensor([1.0, 1.0, 0.0], dtype=torch.float64)
+    torch.testing.assert_close(energy, torch.full((4,), float((moving * moving).sum() / 3), dtype=torch.float64))
+    torch.testing.assert_close(z, x + 0.5 * moving)  # the integral of c t over [0, 1]
+    torch.testing.assert_close(path[1], x + 0.125 * moving)  # at t = 1/2
+
+
 def test_masked_coordinates_never_move():
     mutable = torch.tensor([1.0, 0.0, 1.0, 0.0])
     torch.manual_seed(0)

@@ -128,3 +128,21 @@ def test_first_certified_skips_unedited_and_uncertified_iterates():
     log = pd.DataFrame({"feasible": [True, False, True, True], "edited_rows": [0, 3, 4, 5]})
     assert first_certified(log) == 2  # iterate 0 is certified but unedited: not a success
     assert first_certified(log.assign(feasible=False)) is None
+
+
+def test_eta_rule_boundaries_a_side_exactly_at_its_budget_holds():
+    # UCL_y == U_y (b = 0) holds, the input side is violated: eta = l, not the mixed branch's r.
+    step = eta_rule(ucl_x=0.5, ucl_y=0.2, U_x=0.3, U_y=0.2, left=0.2, right=0.8, kappa=0.1)
+    assert (step.branch, step.eta) == ("x_violated", 0.2)
+    assert (step.left, step.right) == (0.2, pytest.approx(0.8 - 0.1 * 0.6))  # eta at l: r narrows
+    # UCL_x == U_x (a = 0) holds, the output side is violated: eta = r.
+    step = eta_rule(ucl_x=0.3, ucl_y=0.5, U_x=0.3, U_y=0.2, left=0.2, right=0.8, kappa=0.1)
+    assert (step.branch, step.eta) == ("y_violated", 0.8)
+    assert (step.left, step.right) == (pytest.approx(0.2 + 0.1 * 0.6), 0.8)  # eta above the midpoint: l narrows
+
+
+def test_eta_rule_zero_gap_takes_the_midpoint_and_narrows_from_the_right():
+    # a = b = 0: both hold with no slack, p = 1/2; eta = (l + r) / 2 is not above the midpoint.
+    step = eta_rule(ucl_x=0.3, ucl_y=0.2, U_x=0.3, U_y=0.2, left=0.2, right=0.8, kappa=0.25)
+    assert (step.branch, step.eta) == ("both_hold", pytest.approx(0.5))
+    assert (step.left, step.right) == (0.2, pytest.approx(0.8 - 0.25 * 0.6))
