@@ -115,7 +115,8 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
             if best is None or (score is not None and score > best_score):
                 best, best_score = model, score if score is not None else -1.0
                 fit_time = model_fit_time
-    timing = {"fit_time_s": fit_time, "train_flow_time_s": time.perf_counter() - start, "combinations": len(combos)}
+    timing = {"fit_time_s": fit_time, "train_flow_time_s": time.perf_counter() - start, "combinations": len(combos),
+              "selection_queries": box.used("selection") if box is not None else 0}
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "step": "train_flow",
                   "params_hash": section_hash(section), "code_version": __version__, "code_hash": code}
     writers = {"train_log.parquet": lambda p: write_parquet(p, best.log_.frame(), provenance)}
