@@ -177,3 +177,76 @@ def test_trajectory_divides_each_iterations_ucl_by_its_own_threshold(run, tmp_pa
     plot_trajectory(tmp_path / "t2.png", log.drop(columns=["U_x"]), U_x=4.0, U_y=2.0)  # a log without the column
     cert = {ln.get_label(): ln.get_ydata() for ln in drawn[-1].axes[1].lines}
     np.testing.assert_allclose(cert["UCL_x / U_x"], log["UCL_x"] / 4.0)
+
+
+def _categorical_schema():
+    rng = np.random.default_rng(1)
+    n = 400
+    df = pd.DataFrame({"num": rng.normal(0.0, 1.0, n), "a40": rng.choice([f"L{i:02d}" for i in range(40)], n),
+                       "b4": rng.choice(["w", "x", "y", "z"], n)})
+    df["y"] = rng.integers(0, 2, n)
+    schema = Schema.fit(df, dataset="toy", target="y", favourable=1, categorical=["a40", "b4"])
+    return schema, df
+
+
+def test_a_categorical_change_counts_the_rows_whose_level_changed():
+    # Every row moves a40 to the next of its 40 levels (a short step on the phase circle); ten rows
+    # jump b4 to the opposite level. The ranking used to follow the phase distance: b4 first.
+    schema, df = _categorical_schema()
+    rows = df.head(100).copy()
+    X = schema.transform(rows)
+    moved = rows.copy()
+    levels = schema.features[schema.feature_names.index("a40")].levels
+    moved["a40"] = [levels[(levels.index(v) + 1) % 40] for v in rows["a40"]]
+    opposite = {"w": "y", "x": "z", "y": "w", "z": "x"}
+    moved.loc[moved.index[:10], "b4"] = [opposite[v] for v in rows["b4"].iloc[:10]]
+    changes = feature_changes(X, schema.transform(moved), schema)
+    assert changes["a40"] == 1.0 and changes["b4"] == pytest.approx(0.1) and changes["num"] == 0.0
+    assert list(changes.index) == ["a40", "b4", "num"]
+
+
+def test_shift_axes_follow_the_schema_order_and_categorical_jitter_differs_per_axis(tmp_path, drawn):
+    schema, df = _categorical_schema()
+    rows = df.head(60).copy()
+    X = schema.transform(rows)
+    moved = rows.copy()
+    moved["b4"] = "w"  # b4 changes most, then num: the axes are still (num, b4), in schema order
+    moved["num"] += 0.5
+    plot_shift(tmp_path / "s.png", X, schema.transform(moved), schema)
+    ax = drawn[-1].axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("num", "b4")
+    plot_shift(tmp_path / "c.png", X, X, schema, features=["a40", "b4"])
+    xy = drawn[-1].axes[0].collections[0].get_offsets()  # the unedited rows: level + jitter on both axes
+    jitter_x, jitter_y = xy[:, 0] - np.round(xy[:, 0]), xy[:, 1] - np.round(xy[:, 1])
+    assert not np.allclose(jitter_x, jitter_y)  # not all on one diagonal per cell
+
+
+def test_dollar_signs_in_names_are_text_and_a_failing_figure_leaves_a_note(run, tmp_path, caplog):
+    schema, df = _categorical_schema()
+    dollars = df.assign(b4=df["b4"].map({"w": "$0-$25k", "x": "a$^$b", "y": "${x$", "z": "z"}))
+    s2 = Schema.fit(dollars, dataset="toy", target="y", favourable=1, categorical=["a40", "b4"])
+    X = s2.transform(dollars.head(30))
+    _assert_png(plot_feature_cdfs(tmp_path / "d.png", X, X, s2, features=["b4"]))  # was a mathtext ValueError
+    _, result = run
+
+    def broken(*args, **kwargs):
+        raise ValueError("no room to draw")
+
+    import recourselab.report.discover_plots as dp
+
+    original = dp.plot_shift
+    dp.plot_shift = broken
+    try:
+        writers = discover_figures(result, schema)
+        path = writers["shift.png"](tmp_path / "shift.png")
+    finally:
+        dp.plot_shift = original
+    _assert_png(path)
+    assert "figure shift.png could not be drawn (ValueError: no room to draw)" in caplog.text
+
+
+def test_a_single_iteration_trajectory_is_drawn_as_points(run, tmp_path, drawn):
+    _, result = run
+    plot_trajectory(tmp_path / "one.png", result.log.head(1), U_x=1.0, U_y=1.0, returned=0)
+    top = drawn[-1].axes[0]
+    assert [ln.get_marker() for ln in top.lines[:2]] == ["o", "o"]

@@ -20,6 +20,7 @@ callables for the staging mechanism of :mod:`recourselab.orchestration`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,14 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from recourselab.data.schema import Schema
 from recourselab.discover.certify import first_certified
 from recourselab.errors import DataError
 from recourselab.io import atomic_path
+
+log = logging.getLogger(__name__)
 
 FIGURES = ("output_cdf.png", "feature_cdfs.png", "shift.png", "row_scores.png", "trajectory.png")
 #: Columns of a run log that :func:`plot_trajectory` reads.
@@ -50,6 +54,25 @@ def _save(fig: Figure, path: str | Path) -> Path:
     return Path(path)
 
 
+def _text(value: Any, limit: int = 0) -> str:
+    """User text (feature, level and dataset names) for a figure: ``$`` shown as itself, not as mathtext."""
+    text = str(value)
+    if limit and len(text) > limit:
+        text = text[:limit - 1] + "\u2026"
+    return text.replace("$", r"\$")
+
+
+def _category_ticks(ax: Any, axis: str, levels: Sequence[str]) -> None:
+    """Level names on a categorical axis: shortened, slanted on x, thinned to about 15 labels."""
+    every = max(1, int(np.ceil(len(levels) / 15)))
+    pos = np.arange(len(levels))[::every]
+    names = [_text(v, 20) for v in levels[::every]]
+    if axis == "x":
+        ax.set_xticks(pos, names, rotation=30, ha="right", fontsize="small")
+    else:
+        ax.set_yticks(pos, names, fontsize="small")
+
+
 def _ecdf(ax: Any, values: np.ndarray, label: str, colour: str, **kw: Any) -> None:
     v = np.sort(np.asarray(values, dtype=float))
     ax.step(np.concatenate([[v[0]], v]), np.arange(len(v) + 1) / len(v), where="post", label=label,
@@ -63,14 +86,23 @@ def _check_pair(factuals: np.ndarray, counterfactuals: np.ndarray, schema: Schem
 
 
 def feature_changes(factuals: np.ndarray, counterfactuals: np.ndarray, schema: Schema) -> pd.Series:
-    """Mean change of every feature over the rows, in encoded units (a categorical's phase pair by its norm).
+    """Mean change of every feature over the rows, as a share of the feature's span, in [0, 1].
 
-    Returns a Series indexed by feature name, sorted by decreasing change (ties in schema order).
+    A numerical feature's change is its mean absolute move in units of its training range; a
+    categorical's is the share of rows whose level changed (whichever levels, however far apart
+    in the phase encoding). Returns a Series indexed by feature name, sorted by decreasing change
+    (ties in schema order).
     """
     factuals, counterfactuals = np.asarray(factuals, dtype=float), np.asarray(counterfactuals, dtype=float)
     _check_pair(factuals, counterfactuals, schema)
-    diff = counterfactuals - factuals
-    change = {name: float(np.linalg.norm(diff[:, sl], axis=1).mean()) for name, sl in schema.slices().items()}
+    change = {}
+    for f, sl in zip(schema.features, schema.slices().values(), strict=True):
+        if f.kind == "numerical":
+            span = (f.upper - f.lower) / f.std if f.upper > f.lower else 1.0
+            change[f.name] = float(np.abs(counterfactuals[:, sl.start] - factuals[:, sl.start]).mean() / span)
+        else:
+            moved = schema.decode_categorical(counterfactuals, f.name) != schema.decode_categorical(factuals, f.name)
+            change[f.name] = float(moved.mean())
     order = sorted(change, key=lambda name: (-change[name], schema.feature_names.index(name)))
     return pd.Series({name: change[name] for name in order}, dtype=float)
 
@@ -92,7 +124,7 @@ def plot_output_cdfs(path: str | Path, factual_scores: np.ndarray, scores: np.nd
     ax.set_ylim(0, 1.01)
     ax.set_xlabel("model output b(x) = P(favourable)")
     ax.set_ylabel("empirical CDF")
-    ax.set_title(title or "model output")
+    ax.set_title(_text(title or "model output"))
     ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
     return _save(fig, path)
@@ -101,8 +133,8 @@ def plot_output_cdfs(path: str | Path, factual_scores: np.ndarray, scores: np.nd
 def _feature_panel(ax: Any, name: str, before: pd.Series, after: pd.Series, schema: Schema) -> None:
     f = schema.features[schema.feature_names.index(name)]
     if f.kind == "numerical":
-        _ecdf(ax, before.to_numpy(dtype=float), "factual", COLOURS["factual"])
         _ecdf(ax, after.to_numpy(dtype=float), "counterfactual", COLOURS["counterfactual"])
+        _ecdf(ax, before.to_numpy(dtype=float), "factual", COLOURS["factual"], linestyle="--")  # on top, visible
         ax.set_ylabel("empirical CDF")
         ax.set_ylim(0, 1.01)
     else:
@@ -112,10 +144,9 @@ def _feature_panel(ax: Any, name: str, before: pd.Series, after: pd.Series, sche
                                           strict=True):
             freq = values.astype(str).value_counts(normalize=True).reindex(levels, fill_value=0.0)
             ax.bar(x + shift, freq.to_numpy(), width=0.4, label=label, color=COLOURS[label])
-        ax.set_xticks(x, levels, rotation=45 if len(levels) > 4 else 0, ha="right" if len(levels) > 4 else "center",
-                      fontsize="small")
+        _category_ticks(ax, "x", levels)
         ax.set_ylabel("frequency")
-    ax.set_xlabel(name + (" (immutable)" if f.immutable else ""))
+    ax.set_xlabel(_text(name) + (" (immutable)" if f.immutable else ""))
 
 
 def plot_feature_cdfs(path: str | Path, factuals: np.ndarray, counterfactuals: np.ndarray, schema: Schema, *,
@@ -138,7 +169,8 @@ def plot_feature_cdfs(path: str | Path, factuals: np.ndarray, counterfactuals: n
     for ax, name in zip(axes, names, strict=True):
         _feature_panel(ax, name, before[name], after[name], schema)
     axes[0].legend(loc="best", fontsize="small")
-    fig.suptitle(title or "most-changed features")
+    unedited = features is None and np.array_equal(factuals, counterfactuals)
+    fig.suptitle(_text(title or "most-changed features") + (" (no row was edited)" if unedited else ""))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -164,8 +196,8 @@ def plot_shift(path: str | Path, factuals: np.ndarray, counterfactuals: np.ndarr
     """
     factuals, counterfactuals = np.asarray(factuals, dtype=float), np.asarray(counterfactuals, dtype=float)
     _check_pair(factuals, counterfactuals, schema)
-    names: list[str | None] = list(features) if features is not None else list(
-        most_changed_features(factuals, counterfactuals, schema, 2))
+    names: list[str | None] = list(features) if features is not None else sorted(
+        most_changed_features(factuals, counterfactuals, schema, 2), key=schema.feature_names.index)
     if len(names) == 1:
         names.append(None)
     if len(names) != 2:
@@ -174,11 +206,10 @@ def plot_shift(path: str | Path, factuals: np.ndarray, counterfactuals: np.ndarr
     n = len(factuals)
     edited = ~np.isclose(factuals, counterfactuals, rtol=0.0, atol=1e-12).all(axis=1)
     coords, ticks = [], []
-    for name in names:
-        rng = np.random.default_rng(0)  # same jitter before and after: unedited rows do not move
-        xb, tick = _axis_values(schema, name, before, rng, n)
-        rng = np.random.default_rng(0)
-        xa, _ = _axis_values(schema, name, after, rng, n)
+    for i, name in enumerate(names):
+        # the same jitter before and after (unedited rows do not move), another one on each axis
+        xb, tick = _axis_values(schema, name, before, np.random.default_rng([0, i]), n)
+        xa, _ = _axis_values(schema, name, after, np.random.default_rng([0, i]), n)
         coords.append((xb, xa))
         ticks.append(tick)
     (x0, x1), (y0, y1) = coords
@@ -191,12 +222,11 @@ def plot_shift(path: str | Path, factuals: np.ndarray, counterfactuals: np.ndarr
         ax.quiver(x0[edited], y0[edited], (x1 - x0)[edited], (y1 - y0)[edited], angles="xy", scale_units="xy",
                   scale=1.0, width=0.003, color="0.3", alpha=0.7)
     for axis, name, tick in (("x", names[0], ticks[0]), ("y", names[1], ticks[1])):
-        label = name if name is not None else "row"
-        getattr(ax, f"set_{axis}label")(label)
+        getattr(ax, f"set_{axis}label")(_text(name) if name is not None else "row")
         if tick is not None:
-            getattr(ax, f"set_{axis}ticks")(np.arange(len(tick)), tick, fontsize="small")
+            _category_ticks(ax, axis, tick)
     ax.legend(loc="best", fontsize="small")
-    ax.set_title(title or "per-row shifts")
+    ax.set_title(_text(title or "per-row shifts"))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -235,7 +265,8 @@ def plot_row_scores(path: str | Path, row_scores: np.ndarray, *, selected: Seque
     ax.set_ylabel("row" if len(shown) == n else f"row (top {len(shown)} of {n} by total q_i)")
     every = max(1, int(np.ceil(len(shown) / 30)))  # at most about 30 labels, always the rows' own numbers
     ax.set_yticks(np.arange(len(shown))[::every], [str(r) for r in shown[::every]], fontsize="x-small")
-    ax.set_title(title or "row scores q_i (markers: editable rows; filled: accepted)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(_text(title or "row scores q_i (markers: editable rows; filled: accepted)"))
     fig.tight_layout()
     return _save(fig, path)
 
@@ -259,18 +290,23 @@ def plot_trajectory(path: str | Path, log: pd.DataFrame, *, U_x: float, U_y: flo
     if not (U_x > 0 and U_y > 0):
         raise DataError(f"thresholds must be positive, got U_x={U_x}, U_y={U_y}")
     it = log["iteration"].to_numpy(dtype=float)
+    dot = {"marker": "o", "markersize": 4} if len(log) < 3 else {}  # one or two iterations: points, not lines
     fig = Figure(figsize=(7.5, 7.0))
     ax_ot, ax_cert, ax_eta = fig.subplots(3, 1, sharex=True)
-    ax_ot.plot(it, log["OT_x"], color=COLOURS["factual"], label="OT_x (objective, N directions)")
-    ax_ot.plot(it, log["OT_y"], color=COLOURS["counterfactual"], label="OT_y")
+    ax_ot.plot(it, log["OT_x"], color=COLOURS["factual"], label="OT_x (objective, N directions)", **dot)
+    ax_ot.plot(it, log["OT_y"], color=COLOURS["counterfactual"], label="OT_y", **dot)
     ax_ot.set_ylabel("squared W2")
     per_iteration_U_x = log["U_x"].to_numpy(dtype=float) if "U_x" in log.columns else U_x
-    ax_cert.plot(it, log["UCL_x"] / per_iteration_U_x, color=COLOURS["factual"], label="UCL_x / U_x")
-    ax_cert.plot(it, log["UCL_y"] / U_y, color=COLOURS["counterfactual"], label="UCL_y / U_y")
+    ax_cert.plot(it, log["UCL_x"] / per_iteration_U_x, color=COLOURS["factual"], label="UCL_x / U_x", **dot)
+    ax_cert.plot(it, log["UCL_y"] / U_y, color=COLOURS["counterfactual"], label="UCL_y / U_y", **dot)
     ax_cert.axhline(1.0, color="black", lw=0.8, ls=":")
     ax_cert.set_ylabel("UCL / threshold\n(certified: both < 1)")
-    ax_eta.fill_between(it, log["eta_l"], log["eta_r"], color="0.85", label="[eta_l, eta_r]")
-    ax_eta.plot(it, log["eta"], color="black", label="eta")
+    if len(log) == 1:  # fill_between draws nothing for one point
+        ax_eta.errorbar(it, log["eta"], yerr=[log["eta"] - log["eta_l"], log["eta_r"] - log["eta"]], fmt="none",
+                        ecolor="0.6", capsize=6, label="[eta_l, eta_r]")
+    else:
+        ax_eta.fill_between(it, log["eta_l"], log["eta_r"], color="0.85", label="[eta_l, eta_r]")
+    ax_eta.plot(it, log["eta"], color="black", label="eta", **dot)
     ax_eta.set_ylim(-0.02, 1.02)
     ax_eta.set_ylabel("eta")
     ax_eta.set_xlabel("iteration")
@@ -282,15 +318,33 @@ def plot_trajectory(path: str | Path, log: pd.DataFrame, *, U_x: float, U_y: flo
         if returned is not None:
             ax.axvline(it[returned], color=COLOURS["target"], lw=1.5, label="returned" if top else None)
         ax.legend(fontsize="x-small", loc="best")
-    ax_ot.set_title(title or "objective, certificate and eta over the iterations")
+    ax_eta.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_ot.set_title(_text(title or "objective, certificate and eta over the iterations"))
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _guarded(name: str, write: Callable[[Path], Path]) -> Callable[[Path], Path]:
+    """``write``, or, if drawing fails, a figure that names the error: a figure never costs a run its results."""
+    def run(path: Path) -> Path:
+        try:
+            return write(path)
+        except Exception as err:  # noqa: BLE001 - logged and shown in the figure's place
+            log.warning("figure %s could not be drawn (%s: %s); it is replaced by a note", name,
+                        type(err).__name__, err)
+            fig = Figure(figsize=(5.0, 1.6))
+            fig.text(0.5, 0.5, _text(f"{name} could not be drawn:\n{type(err).__name__}: {err}", 300),
+                     ha="center", va="center", wrap=True, fontsize="small")
+            return _save(fig, path)
+    return run
 
 
 def discover_figures(result: Any, schema: Schema, *, title: str = "") -> dict[str, Callable[[Path], Path]]:
     """File name -> writer of every figure of a :class:`~recourselab.discover.DiscoverResult`.
 
     The heatmap needs ``result.row_scores``; a result without them (DCE) gets no ``row_scores.png``.
+    A figure that cannot be drawn is replaced by a figure naming the error (and a warning), so the
+    run's other outputs are kept.
     """
     prefix = f"{title}: " if title else ""
     writers: dict[str, Callable[[Path], Path]] = {
@@ -308,7 +362,7 @@ def discover_figures(result: Any, schema: Schema, *, title: str = "") -> dict[st
     writers["trajectory.png"] = lambda p: plot_trajectory(
         p, result.log, U_x=result.metrics["U_x"], U_y=result.metrics["U_y"], returned=result.iteration,
         title=f"{prefix}objective, certificate, eta")
-    return writers
+    return {name: _guarded(name, write) for name, write in writers.items()}
 
 
 def write_discover_figures(result: Any, schema: Schema, out_dir: str | Path, *, title: str = "") -> list[Path]:
