@@ -29,6 +29,7 @@ from recourselab.io import read_json, read_parquet, write_json
 from recourselab.metrics import summarize_seeds
 from recourselab.orchestration import SeedResult, limit_threads, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
+from recourselab.report.common import guarded
 
 ABLATE_CODE = (*GENERATE_CODE, "flows.ablate", "recourselab.report.ablation_plots")
 __all__ = ["ablate", "ablate_flow", "run"]
@@ -86,7 +87,7 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     title = f"{dataset} seed={seed}: ablation"
     return stage_artifacts(Path(staging_root) / "ablate" / dataset / f"seed={seed}", {
         "ablate.json": lambda p: write_json(p, rows),
-        "ablate.png": lambda p: plot_ablation(p, rows, title=title)})
+        "ablate.png": guarded("ablate.png", lambda p: plot_ablation(p, rows, title=title))})
 
 
 @flow(name="ablate", validate_parameters=False)

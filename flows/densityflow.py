@@ -48,7 +48,8 @@ from recourselab.report.densityflow_plots import densityflow_figures
 CODE = ("flows.densityflow", "recourselab.config", "recourselab.io", "recourselab.densityflow", "recourselab.data",
         "recourselab.models", "recourselab.metrics.robustness")
 #: ``generate`` also reports plausibility (its cache key covers that module too).
-GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility", "recourselab.report.densityflow_plots")
+GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility", "recourselab.report.densityflow_plots",
+                 "recourselab.report.common")
 #: Test rows of the RQ2 check (Spearman of -S and the ensemble variance).
 RQ2_ROWS = 2000
 #: Queries whose ODE paths are drawn in ``trajectories.png`` (2-D datasets).
@@ -162,6 +163,8 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     schema = prepared.schema
     Xte, yte = prepared.arrays("test")
     row_id = prepared.tables["test"]["row_id"].to_numpy()
+    # paths are drawn for data of two numerical features (not a categorical's (cos, sin) plane)
+    plane = tuple(schema.feature_names) if [f.kind for f in schema.features] == ["numerical"] * 2 else None
     with limit_threads(n_threads):
         model = DensityFlow.load(flow_dir, schema=schema, device=device)
         model.with_settings(n_starts=section["n_starts"], jitter=section["jitter"])
@@ -176,7 +179,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, reference=(Xte, yte), seed=seed),
                      **ensemble_uncertainty(out, res.target), "rq2": _rq2(model, test_out, Xte, yte, seed)}
         paths = path_ends = None
-        if Xte.shape[1] == 2:  # a separate solve for the figure: the counterfactuals above stay as they are
+        if plane is not None:  # a separate solve for the figure: the counterfactuals above stay as they are
             sub = q[:TRAJECTORY_ROWS]
             shown = model.generate(Xte[sub], target=_flip(yte[sub], schema.n_classes), return_trajectories=True)
             paths, path_ends = shown.trajectories, shown.counterfactuals
@@ -198,6 +201,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     figures = densityflow_figures(metrics, X=X, y=y, trajectories=paths,
                                   factuals=None if paths is None else Xte[shown_rows], counterfactuals=path_ends,
                                   target=None if paths is None else _flip(yte[shown_rows], schema.n_classes),
+                                  feature_names=plane or ("x0", "x1"), class_names=list(schema.classes),
                                   title=f"{dataset} seed={seed}")
     return stage_artifacts(Path(staging_root) / "generate" / dataset / f"seed={seed}", {
         "counterfactuals.parquet": lambda p: write_parquet(p, table, provenance),

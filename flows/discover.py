@@ -45,7 +45,7 @@ from recourselab.report.discover_plots import discover_figures
 STEP = "discover"
 #: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
 CODE = ("flows.discover", "recourselab.config", "recourselab.io", "recourselab.discover", "recourselab.data",
-        "recourselab.models", "recourselab.report.discover_plots")
+        "recourselab.models", "recourselab.report.discover_plots", "recourselab.report.common")
 #: Metrics averaged over the models in ``discover.json`` (the paper reports means over models).
 HEADLINE = ("OT_x", "OT_x_minmax", "OT_y", "MMD2", "ares_cost", "feasible_rate", "edited_rows", "queries",
             "wall_time_s")

@@ -21,3 +21,8 @@ def test_plot_ablation_names_missing_metrics(tmp_path):
     with pytest.raises(DataError, match="missing: rows"):
         plot_ablation(tmp_path / "a.png", {})
     assert not (tmp_path / "a.png").exists()
+
+
+def test_a_metric_written_as_null_is_drawn_as_no_bar(tmp_path):
+    path = plot_ablation(tmp_path / "a.png", {"full": ROW, "no_density": {**ROW, "unanimous": None}})
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # was a TypeError that lost ablate.json

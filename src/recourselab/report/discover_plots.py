@@ -20,14 +20,12 @@ callables for the staging mechanism of :mod:`recourselab.orchestration`.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -35,31 +33,15 @@ from matplotlib.ticker import MaxNLocator
 from recourselab.data.schema import Schema
 from recourselab.discover.certify import first_certified
 from recourselab.errors import DataError
-from recourselab.io import atomic_path
-
-log = logging.getLogger(__name__)
+from recourselab.report.common import guarded
+from recourselab.report.common import save_figure as _save
+from recourselab.report.common import text as _text
 
 FIGURES = ("output_cdf.png", "feature_cdfs.png", "shift.png", "row_scores.png", "trajectory.png")
 #: Columns of a run log that :func:`plot_trajectory` reads.
 TRAJECTORY_COLUMNS = ("iteration", "OT_x", "OT_y", "UCL_x", "UCL_y", "eta", "eta_l", "eta_r", "feasible",
                       "edited_rows")
 COLOURS = {"factual": "#4c72b0", "counterfactual": "#dd8452", "target": "#55a868"}
-DPI = 110
-
-
-def _save(fig: Figure, path: str | Path) -> Path:
-    FigureCanvasAgg(fig)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": None})
-    return Path(path)
-
-
-def _text(value: Any, limit: int = 0) -> str:
-    """User text (feature, level and dataset names) for a figure: ``$`` shown as itself, not as mathtext."""
-    text = str(value)
-    if limit and len(text) > limit:
-        text = text[:limit - 1] + "\u2026"
-    return text.replace("$", r"\$")
 
 
 def _category_ticks(ax: Any, axis: str, levels: Sequence[str]) -> None:
@@ -324,21 +306,6 @@ def plot_trajectory(path: str | Path, log: pd.DataFrame, *, U_x: float, U_y: flo
     return _save(fig, path)
 
 
-def _guarded(name: str, write: Callable[[Path], Path]) -> Callable[[Path], Path]:
-    """``write``, or, if drawing fails, a figure that names the error: a figure never costs a run its results."""
-    def run(path: Path) -> Path:
-        try:
-            return write(path)
-        except Exception as err:  # noqa: BLE001 - logged and shown in the figure's place
-            log.warning("figure %s could not be drawn (%s: %s); it is replaced by a note", name,
-                        type(err).__name__, err)
-            fig = Figure(figsize=(5.0, 1.6))
-            fig.text(0.5, 0.5, _text(f"{name} could not be drawn:\n{type(err).__name__}: {err}", 300),
-                     ha="center", va="center", wrap=True, fontsize="small")
-            return _save(fig, path)
-    return run
-
-
 def discover_figures(result: Any, schema: Schema, *, title: str = "") -> dict[str, Callable[[Path], Path]]:
     """File name -> writer of every figure of a :class:`~recourselab.discover.DiscoverResult`.
 
@@ -362,7 +329,7 @@ def discover_figures(result: Any, schema: Schema, *, title: str = "") -> dict[st
     writers["trajectory.png"] = lambda p: plot_trajectory(
         p, result.log, U_x=result.metrics["U_x"], U_y=result.metrics["U_y"], returned=result.iteration,
         title=f"{prefix}objective, certificate, eta")
-    return {name: _guarded(name, write) for name, write in writers.items()}
+    return {name: guarded(name, write) for name, write in writers.items()}
 
 
 def write_discover_figures(result: Any, schema: Schema, out_dir: str | Path, *, title: str = "") -> list[Path]:
