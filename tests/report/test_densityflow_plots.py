@@ -12,6 +12,13 @@ PNG = b"\x89PNG\r\n\x1a\n"
 METRICS = {"per_model": {"knn": 0.5, "svm": 1.0}, "mean_per_model": 0.75, "unanimous": 0.5}
 
 
+@pytest.fixture()
+def drawn(capture_figures):
+    from recourselab.report import densityflow_plots
+
+    return capture_figures(densityflow_plots)
+
+
 def test_validity_and_trajectory_figures_are_pngs(tmp_path):
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(100, 2)), rng.integers(0, 2, 100)
@@ -34,12 +41,7 @@ def test_no_trajectories_for_wider_data_and_errors_name_the_problem(tmp_path):
     assert not (tmp_path / "t.png").exists() and not (tmp_path / "v.png").exists()
 
 
-def test_validity_bars_are_labelled_and_the_legend_sits_above_them(tmp_path, monkeypatch):
-    from recourselab.report import densityflow_plots
-
-    drawn = []
-    original = densityflow_plots._save
-    monkeypatch.setattr(densityflow_plots, "_save", lambda fig, path: drawn.append(fig) or original(fig, path))
+def test_validity_bars_are_labelled_and_the_legend_sits_above_them(tmp_path, drawn):
     per_model = {"knn": 0.1, "svm": 0.12, "rf": 0.9}
     plot_validity(tmp_path / "v.png", per_model, mean=0.37, unanimous=0.0)
     ax = drawn[-1].axes[0]
@@ -49,16 +51,6 @@ def test_validity_bars_are_labelled_and_the_legend_sits_above_them(tmp_path, mon
     fig.canvas.draw()
     legend = ax.get_legend().get_window_extent()
     assert legend.y0 >= ax.get_window_extent().y1 - 1  # above the plotting area, over no bar
-
-
-@pytest.fixture()
-def drawn(monkeypatch):
-    from recourselab.report import densityflow_plots
-
-    figures = []
-    original = densityflow_plots._save
-    monkeypatch.setattr(densityflow_plots, "_save", lambda fig, path: figures.append(fig) or original(fig, path))
-    return figures
 
 
 def test_many_members_get_slanted_labels(tmp_path, drawn):

@@ -123,14 +123,11 @@ def test_trajectory_marks_the_first_certified_iterate_and_rejects_bad_logs(run, 
 
 
 @pytest.fixture()
-def drawn(monkeypatch):
+def drawn(capture_figures):
     """Figures handed to the writer, kept for inspection (the file is still written)."""
     from recourselab.report import discover_plots
 
-    figures = []
-    original = discover_plots._save
-    monkeypatch.setattr(discover_plots, "_save", lambda fig, path: figures.append(fig) or original(fig, path))
-    return figures
+    return capture_figures(discover_plots)
 
 
 def test_heatmap_draws_the_rows_with_the_largest_total_score(run, tmp_path, drawn):
