@@ -333,6 +333,12 @@ def test_load_names_a_missing_or_mismatched_model(moons, trained, tmp_path):
         DensityFlow.load(tmp_path, schema=other)
     weights = (tmp_path / "generator.pt").read_bytes()
     (tmp_path / "generator.pt").write_bytes(weights[: len(weights) // 2])  # an interrupted copy
+    with pytest.raises(ArtifactError, match=r"generator\.pt is not the weights file that densityflow\.json was "
+                                            r"saved with \(sha256 differs.*dvc checkout"):
+        DensityFlow.load(tmp_path, schema=moons.schema)
+    meta = json.loads((tmp_path / "densityflow.json").read_text())
+    del meta["weights_sha256"]  # a save without the hashes: torch names the damage
+    (tmp_path / "densityflow.json").write_text(json.dumps(meta))
     with pytest.raises(ArtifactError, match=r"cannot load .*generator\.pt .*dvc checkout"):
         DensityFlow.load(tmp_path, schema=moons.schema)
     (tmp_path / "generator.pt").unlink()
@@ -404,6 +410,9 @@ def test_distill_rejects_a_budget_that_is_not_a_count(moons, trained, budget):
             raise AssertionError("queried")
 
         def remaining(self, *a, **k):
+            raise AssertionError("queried")
+
+        def used(self, *a, **k):
             raise AssertionError("queried")
 
     with pytest.raises(DataError, match=r"distill budget must be an integer >= 0 \(queried rows\), got"):
@@ -562,3 +571,132 @@ def test_a_width_error_without_a_schema_names_the_model_and_the_factuals():
                                                                               np.repeat([0, 1], 30))
     with pytest.raises(DataError, match=r"^factuals width 3 does not match the model's 2 encoded columns"):
         flow.generate(np.zeros((1, 3)), target=1)
+
+
+def _copy(model: DensityFlow, path) -> DensityFlow:
+    model.save(path)
+    return DensityFlow.load(path, schema=model.schema)
+
+
+def test_a_failed_fit_leaves_the_model_as_it_was(moons, trained, tmp_path, monkeypatch):
+    X, y = moons.arrays("train")
+    Xq = moons.arrays("test")[0][:20]
+
+    def crash(self, *args, **kwargs):
+        raise RuntimeError("disk full")
+
+    fresh = DensityFlow(schema=moons.schema, **{**FAST, "epochs": 2})
+    monkeypatch.setattr(DensityFlow, "generator_loss", crash)
+    with pytest.raises(RuntimeError, match="disk full"):
+        fresh.fit(X, y)
+    with pytest.raises(RecourselabError, match="not fitted"):
+        fresh.generate(Xq, target=1)
+    fresh.with_settings(hidden=16)  # no networks: the architecture may still change
+
+    model = _copy(trained, tmp_path)
+    model.queries_used_ = 7
+    log_before = model.log_
+    before = model.generate(Xq, target=1)
+    with pytest.raises(RuntimeError, match="disk full"):
+        model.fit(X, y)
+    monkeypatch.undo()
+    after = model.generate(Xq, target=1)
+    np.testing.assert_array_equal(after.counterfactuals, before.counterfactuals)
+    assert model.queries_used_ == 7 and model.log_ is log_before
+
+
+class _Flaky:
+    """A BlackBox whose members fail from the ``fail_at``-th query on, or answer ``answer``."""
+
+    def __init__(self, box: BlackBox, fail_at: int | None = None, answer=None):
+        self.box, self.fail_at, self.answer, self.calls = box, fail_at, answer, 0
+
+    def remaining(self, name):
+        return self.box.remaining(name)
+
+    def used(self, name):
+        return self.box.used(name)
+
+    def query(self, X, budget):
+        self.calls += 1
+        if self.fail_at is not None and self.calls >= self.fail_at:
+            raise RuntimeError("member crashed")
+        out = self.box.query(X, budget=budget)
+        if self.answer is not None:
+            return type("Out", (), {"mean_proba": self.answer(out.mean_proba)})()
+        return out
+
+
+def test_a_failed_distillation_restores_the_weights_and_counts_its_queries(moons, trained, ensemble, tmp_path):
+    X, y = moons.arrays("train")
+    Xq = moons.arrays("test")[0][:20]
+    model = _copy(trained, tmp_path)
+    before = model.generate(Xq, target=1)
+    oracle = _Flaky(ensemble, fail_at=3)
+    spent = ensemble.used("distill")
+    with pytest.raises(RuntimeError, match="member crashed"):
+        model.distill(oracle, X, y, budget=100)
+    assert model.queries_used_ == 16 == ensemble.used("distill") - spent  # two answered queries of 8 rows
+    np.testing.assert_array_equal(model.generate(Xq, target=1).counterfactuals, before.counterfactuals)
+    assert not model.surrogate.training and not model.field.training
+
+
+@pytest.mark.parametrize("answer, message", [
+    (lambda p: np.full_like(p, np.nan), r"NaN, infinite or outside \[0, 1\]"),
+    (lambda p: p * 2, r"outside \[0, 1\]"),
+    (lambda p: p[:, :1], r"shape \(8, 1\) for 8 rows; the model has 2 classes"),
+])
+def test_distillation_refuses_bad_oracle_answers(moons, trained, ensemble, tmp_path, answer, message):
+    X, y = moons.arrays("train")
+    model = _copy(trained, tmp_path)
+    weights = {k: v.clone() for k, v in model.surrogate.state_dict().items()}
+    with pytest.raises(DataError, match=message):
+        model.distill(_Flaky(ensemble, answer=answer), X, y, budget=100)
+    assert all(torch.equal(weights[k], v) for k, v in model.surrogate.state_dict().items())
+
+
+def test_a_budget_spent_by_another_caller_ends_distillation_gracefully(moons, trained, ensemble, tmp_path):
+    X, y = moons.arrays("train")
+    model = _copy(trained, tmp_path)
+
+    class Racing(_Flaky):  # another caller spends the rest between remaining() and query()
+        def query(self, X, budget):
+            if self.calls == 1:
+                raise QueryBudgetExceeded("spent by another caller")
+            return super().query(X, budget)
+
+    assert model.distill(Racing(ensemble), X, y, budget=100) == 8
+    assert model.queries_used_ == 8
+
+
+def test_generate_solves_in_chunks_of_queries(moons, trained):
+    Xq = moons.arrays("test")[0][:5]
+    whole = trained.generate(Xq, target=1, return_trajectories=True, n_points=4)
+    trained.with_settings(solve_queries=2)
+    try:
+        chunked = trained.generate(Xq, target=1, return_trajectories=True, n_points=4)
+    finally:
+        trained.with_settings(solve_queries=1024)
+    first_two = trained.generate(Xq[:2], target=1, return_trajectories=True, n_points=4)
+    np.testing.assert_array_equal(chunked.counterfactuals[:2], first_two.counterfactuals)  # the same solve
+    np.testing.assert_array_equal(chunked.trajectories[:, :2], first_two.trajectories)
+    np.testing.assert_allclose(chunked.counterfactuals, whole.counterfactuals, atol=1e-4)  # solver tolerance
+    assert chunked.trajectories.shape == (4, 5, 2) and chunked.trajectories.dtype == np.float64
+    assert chunked.surrogate_valid.shape == (5,)
+
+
+def test_values_beyond_float32_are_a_data_error(trained):
+    with pytest.raises(DataError, match=r"beyond the float32 range .*: 1 row\(s\)"):
+        trained.generate(np.array([[0.0, 0.0], [1e39, 0.0]]), target=1)
+
+
+def test_load_refuses_weights_from_another_save(moons, trained, ensemble, tmp_path):
+    X, y = moons.arrays("train")
+    _copy(trained, tmp_path / "a")
+    other = DensityFlow.load(tmp_path / "a", schema=moons.schema)
+    other.distill(ensemble, X, y, budget=16)
+    other.save(tmp_path / "b")
+    (tmp_path / "a" / "generator.pt").write_bytes((tmp_path / "b" / "generator.pt").read_bytes())
+    with pytest.raises(ArtifactError, match=r"generator\.pt is not the weights file that densityflow\.json"):
+        DensityFlow.load(tmp_path / "a", schema=moons.schema)
+    assert DensityFlow.load(tmp_path / "b", schema=moons.schema).queries_used_ == 16

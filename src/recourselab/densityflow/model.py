@@ -10,6 +10,7 @@ Typical use::
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import io
@@ -61,7 +62,9 @@ class DensityFlowConfig:
     ``distill_replay`` fits every surrogate step on all support points queried so far (no
     extra query; False: only the newest ``distill_points``), ``distill_gen_steps`` generator
     steps per distillation epoch.
-    Inference: ``n_starts`` starts per query (the query + jitters of std ``jitter``).
+    Inference: ``n_starts`` starts per query (the query + jitters of std ``jitter``), the
+    starts of at most ``solve_queries`` queries per batched ODE solve (bounds the memory of
+    large query sets; queries in one solve share its adaptive steps).
     """
 
     lambda_valid: float = 1.0
@@ -102,6 +105,7 @@ class DensityFlowConfig:
     distill_gen_steps: int = 1
     n_starts: int = 30
     jitter: float = 0.05
+    solve_queries: int = 1024
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -134,7 +138,8 @@ def _config_checks(c: DensityFlowConfig) -> list[tuple[str, str, bool]]:
                for name in ("noise_ratio", "beta", "c_floor", "lr_g", "lr_phi", "rtol_train", "atol_train",
                             "rtol_test", "atol_test", "distill_lr_phi", "distill_lr_g")]
     checks += [(name, "an integer >= 1", _is_int(getattr(c, name)) and getattr(c, name) >= 1)
-               for name in ("hidden", "embed_dim", "epochs", "batch_size", "distill_points", "n_starts")]
+               for name in ("hidden", "embed_dim", "epochs", "batch_size", "distill_points", "n_starts",
+                            "solve_queries")]
     checks += [(name, "an integer >= 0", _is_int(getattr(c, name)) and getattr(c, name) >= 0)
                for name in ("min_steps", "warmup_epochs", "distill_epochs", "distill_inner", "distill_gen_steps",
                             "seed")]
@@ -168,6 +173,8 @@ def _check_meta(meta: dict[str, Any], path: Path) -> None:
         ("queries_used", "an integer >= 0",
          _is_int(meta.get("queries_used", 0)) and meta.get("queries_used", 0) >= 0),
         ("dataset", "a dataset name or null", meta.get("dataset") is None or isinstance(meta["dataset"], str)),
+        ("weights_sha256", "an object of sha256 per weights file", isinstance(meta.get("weights_sha256", {}), dict)
+         and all(isinstance(v, str) for v in meta.get("weights_sha256", {}).values())),
     ]
     bad = [f"{key} ({rule}, got {meta.get(key)!r:.60})" for key, rule, ok in checks if not ok]
     if bad:
@@ -286,7 +293,12 @@ class DensityFlow:
 
     # ------------------------------------------------------------------ helpers
     def _tensor(self, X: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
+        with np.errstate(over="ignore"):
+            arr = np.asarray(X, dtype=np.float32)
+        if not np.isfinite(arr).all():  # finite float64 values beyond float32's range become inf here
+            raise DataError(f"rows hold values beyond the float32 range of the networks (|x| > "
+                            f"{np.finfo(np.float32).max:.3g}): {int((~np.isfinite(arr)).any(axis=-1).sum())} row(s)")
+        return torch.as_tensor(arr, device=self.device)
 
     def _encode(self, X: np.ndarray | pd.DataFrame, what: str) -> np.ndarray:
         width = None if self.field is None else self.field.mutable.numel()
@@ -353,6 +365,8 @@ class DensityFlow:
             checkpoint_dir: str | Path | None = None, checkpoint_seconds: float = 60.0) -> DensityFlow:
         """Train surrogate and generator with alternating AdamW steps (one each per batch).
 
+        A fit that fails or is interrupted leaves the model as it was (unfitted, or its earlier fit).
+
         Parameters
         ----------
         X : (n, d) encoded training rows; y : (n,) class indices 0..K-1.
@@ -382,6 +396,20 @@ class DensityFlow:
 
             keep = stratified_subsample(y, cfg.max_train_rows, cfg.seed)
             X, y = X[keep], y[keep]
+        previous = (self.surrogate, self.field, self.n_classes, self.C, self.log_, self.queries_used_)
+        try:
+            self._train(X, y, n_classes, progress=progress, checkpoint_dir=checkpoint_dir,
+                        checkpoint_seconds=checkpoint_seconds)
+        except BaseException:
+            # a failed or interrupted fit leaves the model as it was: unfitted, or the earlier fit
+            self.surrogate, self.field, self.n_classes, self.C, self.log_, self.queries_used_ = previous
+            raise
+        return self
+
+    def _train(self, X: np.ndarray, y: np.ndarray, n_classes: int, *, progress: bool,
+               checkpoint_dir: str | Path | None, checkpoint_seconds: float) -> None:
+        """The body of :meth:`fit` on checked rows ``X`` (n, d) and labels ``y`` (n,)."""
+        cfg = self.config
         self.build(X.shape[1], n_classes, noise_bound(X, cfg.beta, cfg.c_floor))
         Xt, yt = self._tensor(X), torch.tensor(y, device=self.device)
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
@@ -460,7 +488,6 @@ class DensityFlow:
         self.field.load_state_dict(ema_f.module.state_dict())
         refresh_spectral_norms(self.surrogate)
         refresh_spectral_norms(self.field)
-        return self
 
     def _fit_key(self, X: np.ndarray, y: np.ndarray) -> str:
         """Hash of the settings, the device type, the mutable mask, this package's source and the
@@ -511,9 +538,20 @@ class DensityFlow:
         budget (or the oracle's own limit on ``budget_name``) is spent, after the generator
         steps of the last (partial) epoch. Returns the number of rows this call queried;
         ``queries_used_`` adds them up over every ``distill`` call of this model (and is saved).
+
+        A call that fails (a member error, bad oracle output) or is interrupted restores the
+        networks' weights from before the call; the rows it queried stay counted in
+        ``queries_used_``, as the oracle spent them.
+
+        Raises
+        ------
+        DataError
+            The oracle's answer is not (rows, n_classes) probabilities in [0, 1].
+        QueryBudgetExceeded
+            The oracle's budget ``budget_name`` was spent before this call.
         """
         self._require_fit()
-        if not all(callable(getattr(oracle, m, None)) for m in ("query", "remaining")):
+        if not all(callable(getattr(oracle, m, None)) for m in ("query", "remaining", "used")):
             raise TypeError(f"distill needs a query-counting oracle (recourselab.models.BlackBox), got "
                             f"{type(oracle).__name__}")
         if not _is_int(budget) or budget < 0:
@@ -534,19 +572,29 @@ class DensityFlow:
         opt_phi = torch.optim.AdamW(self.surrogate.parameters(), lr=cfg.distill_lr_phi,
                                     weight_decay=cfg.weight_decay)
         opt_g = torch.optim.AdamW(self.field.parameters(), lr=cfg.distill_lr_g, weight_decay=cfg.weight_decay)
+        weights = [copy.deepcopy(m.state_dict()) for m in (self.surrogate, self.field)]
+        before = self.queries_used_
         self.surrogate.train()
         self.field.train()
         try:
-            used = self._distill_loop(oracle, Xt, yt, gen, opt_phi, opt_g, budget, budget_name)
+            self._distill_loop(oracle, Xt, yt, gen, opt_phi, opt_g, budget, budget_name)
+        except BaseException:
+            for module, state in zip((self.surrogate, self.field), weights, strict=True):
+                module.load_state_dict(state)
+            log.error("distillation failed after %d queried rows; the networks are restored to their weights "
+                      "before distill()", self.queries_used_ - before)
+            raise
         finally:
             self.surrogate.eval()
             self.field.eval()
-        self.queries_used_ += used
-        return used
+        return self.queries_used_ - before
 
     def _distill_loop(self, oracle: Any, Xt: torch.Tensor, yt: torch.Tensor, gen: torch.Generator,
                       opt_phi: torch.optim.Optimizer, opt_g: torch.optim.Optimizer, budget: int,
-                      budget_name: str) -> int:
+                      budget_name: str) -> None:
+        """The distillation epochs; adds each query's rows to ``queries_used_`` as it is answered."""
+        from recourselab.models.oracle import QueryBudgetExceeded
+
         cfg = self.config
         used = 0
         support: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
@@ -561,16 +609,21 @@ class DensityFlow:
                 if n <= 0:
                     spent = True
                     break
-                queried += n
                 idx = torch.randint(0, len(yt), (n,), generator=gen).to(self.device)
                 target = self._flip(yt[idx], gen)
                 with torch.no_grad():
                     z, _, _ = integrate(self.field, Xt[idx], target, rtol=cfg.rtol_train, atol=cfg.atol_train,
                                         method=cfg.method)
                     z = z.clamp(-self.C, self.C)
-                out = oracle.query(z.cpu().numpy().astype(float), budget=budget_name)
+                try:
+                    out = oracle.query(z.cpu().numpy().astype(float), budget=budget_name)
+                except QueryBudgetExceeded:  # spent between remaining() and query(), e.g. by another caller
+                    spent = True
+                    break
                 used += n
-                y_bar = torch.as_tensor(out.mean_proba[np.arange(n), target.cpu().numpy()],
+                queried += n
+                self.queries_used_ += n
+                y_bar = torch.as_tensor(self._oracle_proba(out, n)[np.arange(n), target.cpu().numpy()],
                                         dtype=torch.float32, device=self.device)
                 if cfg.distill_replay:
                     support.append((z, target, y_bar))
@@ -596,7 +649,16 @@ class DensityFlow:
                 break
         if used < cfg.distill_epochs * cfg.distill_inner * cfg.distill_points:
             log.info("distillation stopped: query budget spent (%d rows used)", used)
-        return used
+
+    def _oracle_proba(self, out: Any, n: int) -> np.ndarray:
+        """The oracle's mean class probabilities (n, K) of one query, checked."""
+        proba = np.asarray(getattr(out, "mean_proba", None), dtype=float)
+        if proba.shape != (n, self.n_classes):
+            raise DataError(f"the oracle answered probabilities of shape {proba.shape} for {n} rows; the model has "
+                            f"{self.n_classes} classes, so ({n}, {self.n_classes}) was expected")
+        if not (np.isfinite(proba).all() and (proba >= 0).all() and (proba <= 1).all()):
+            raise DataError("the oracle answered probabilities that are NaN, infinite or outside [0, 1]")
+        return proba
 
     # ------------------------------------------------------------------ inference
     def default_target(self, n: int) -> np.ndarray:
@@ -611,7 +673,8 @@ class DensityFlow:
         """Counterfactuals for ``factuals`` (n, d) towards ``target`` (n,) or one class.
 
         ``n_starts`` starts per query (the query itself and Gaussian jitters on mutable
-        coordinates, the same offsets for every query) are integrated in one batched solve;
+        coordinates, the same offsets for every query) are integrated in batched solves of
+        ``solve_queries`` queries each;
         the closest (L2) end state that both proxies label ``target`` is kept, else the closest
         overall. With a schema, end states are snapped to valid points (categorical levels,
         integers) and immutable columns are copied from the factuals.
@@ -652,32 +715,18 @@ class DensityFlow:
                         "the flow was trained to change the class, so their counterfactuals are moves further "
                         "into it (cost > 0)%s", already, n,
                         "; pass target= to choose the class per row" if target is None else "")
-        N = cfg.n_starts
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed + 2)
-        Xt = self._tensor(X)
         # One set of N offsets for every query, so a query's starts do not depend on the batch (the
         # adaptive solver's steps do, within its tolerance: a snapped integer can differ by one unit).
-        jit = torch.randn(N, d, generator=gen).to(self.device) * cfg.jitter * self.field.mutable
+        jit = torch.randn(cfg.n_starts, d, generator=gen).to(self.device) * cfg.jitter * self.field.mutable
         jit[0] = 0.0
-        starts = (Xt[:, None, :] + jit).reshape(n * N, d)
-        targets = torch.as_tensor(np.repeat(tgt, N), device=self.device)
-        z, _, path = integrate(self.field, starts, targets, rtol=cfg.rtol_test, atol=cfg.atol_test,
-                               method=cfg.method, n_points=n_points if return_trajectories else 2)
-        z = z.clamp(-self.C, self.C).cpu().numpy().astype(float)
-        mutable = self.field.mutable.cpu().numpy().astype(bool)
-        if self.schema is not None:
-            z = self.schema.snap(z)
-        z[:, ~mutable] = np.repeat(X, N, axis=0)[:, ~mutable]
-        zt = self._tensor(z)
-        ok = (self.surrogate.labels(zt) == targets).cpu().numpy().reshape(n, N)
-        l2 = np.linalg.norm(z.reshape(n, N, d) - X[:, None, :], axis=2)
-        choice = np.where(ok.any(1), np.where(ok, l2, np.inf).argmin(1), l2.argmin(1))
-        rows = np.arange(n) * N + choice
-        cf = z[rows]
+        chunks = [self._solve(X[i:i + cfg.solve_queries], tgt[i:i + cfg.solve_queries], jit,
+                              n_points if return_trajectories else None)
+                  for i in range(0, n, cfg.solve_queries)]
+        cf = np.concatenate([c[0] for c in chunks])
+        ok = np.concatenate([c[1] for c in chunks])
+        traj = np.concatenate([c[2] for c in chunks], axis=1) if return_trajectories else None
         density = self.surrogate.score(self._tensor(cf), torch.as_tensor(tgt, device=self.device)).cpu().numpy()
-        traj = None
-        if return_trajectories:
-            traj = path[:, torch.as_tensor(rows, device=path.device)].cpu().numpy()
         original = None
         if self.schema is not None:
             original = self.schema.inverse_transform(cf)
@@ -686,17 +735,47 @@ class DensityFlow:
         return CounterfactualResult(
             factuals=X, counterfactuals=cf, counterfactuals_original=original,
             target=tgt, cost_l1=np.abs(cf - X).sum(1), cost_l2=np.linalg.norm(cf - X, axis=1),
-            density=density.astype(float), surrogate_valid=ok[np.arange(n), choice], trajectories=traj)
+            density=density.astype(float), surrogate_valid=ok, trajectories=traj)
+
+    def _solve(self, X: np.ndarray, tgt: np.ndarray, jit: torch.Tensor,
+               n_points: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """One batched solve of :meth:`generate` for queries ``X`` (m, d) towards ``tgt`` (m,).
+
+        Returns the chosen end states (m, d), whether the surrogate labels them their target
+        (m,) and, with ``n_points``, their paths (n_points, m, d); ``jit`` (N, d) holds the offsets.
+        """
+        cfg = self.config
+        (m, d), N = X.shape, len(jit)
+        starts = (self._tensor(X)[:, None, :] + jit).reshape(m * N, d)
+        targets = torch.as_tensor(np.repeat(tgt, N), device=self.device)
+        z, _, path = integrate(self.field, starts, targets, rtol=cfg.rtol_test, atol=cfg.atol_test,
+                               method=cfg.method, n_points=n_points or 2)
+        z = z.clamp(-self.C, self.C).cpu().numpy().astype(float)
+        mutable = self.field.mutable.cpu().numpy().astype(bool)
+        if self.schema is not None:
+            z = self.schema.snap(z)
+        z[:, ~mutable] = np.repeat(X, N, axis=0)[:, ~mutable]
+        ok = (self.surrogate.labels(self._tensor(z)) == targets).cpu().numpy().reshape(m, N)
+        l2 = np.linalg.norm(z.reshape(m, N, d) - X[:, None, :], axis=2)
+        choice = np.where(ok.any(1), np.where(ok, l2, np.inf).argmin(1), l2.argmin(1))
+        rows = np.arange(m) * N + choice
+        traj = None
+        if n_points is not None:
+            traj = path[:, torch.as_tensor(rows, device=path.device)].cpu().numpy().astype(float)
+        return z[rows], ok[np.arange(m), choice], traj
 
     # ------------------------------------------------------------------ persistence
     #: The files of a saved DensityFlow.
     FILES = ("surrogate.pt", "generator.pt", "densityflow.json")
+    WEIGHT_FILES = ("surrogate.pt", "generator.pt")
 
     def file_bytes(self, name: str) -> bytes:
-        """The contents of one of :attr:`FILES` (torch state dicts, JSON config)."""
+        """The contents of one of :attr:`FILES` (torch state dicts; the JSON config holds their sha256)."""
         self._require_fit()
         if name == "densityflow.json":
+            weights = {f: hashlib.sha256(self.file_bytes(f)).hexdigest() for f in self.WEIGHT_FILES}
             return json_bytes({"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
+                               "weights_sha256": weights,
                                "n_classes": self.n_classes, "C": self.C, "queries_used": int(self.queries_used_),
                                "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(),
                                "dataset": None if self.schema is None else self.schema.dataset})
@@ -713,7 +792,9 @@ class DensityFlow:
         """Write ``surrogate.pt``, ``generator.pt`` (state dicts) and ``densityflow.json``.
 
         All three are serialised before the first is written, so a model that cannot be
-        serialised leaves an earlier save in ``directory`` whole.
+        serialised leaves an earlier save in ``directory`` whole; ``densityflow.json`` records
+        the sha256 of both weights files, so :meth:`load` refuses a mix of two saves (one
+        interrupted between its files).
         """
         directory = Path(directory)
         contents = {name: self.file_bytes(name) for name in self.FILES}
@@ -773,8 +854,14 @@ class DensityFlow:
             path = directory / name
             if not path.is_file():
                 raise MissingArtifactError(f"the DensityFlow in {directory} lacks its weights file {name}")
+            data = path.read_bytes()
+            expected = meta.get("weights_sha256", {}).get(name)  # older saves lack it: not checked
+            if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+                raise ArtifactError(f"{path} is not the weights file that {meta_path.name} was saved with (sha256 "
+                                    f"differs; a save interrupted between its files, or a file from another "
+                                    f"model); {RESTORE_HINT}")
             try:
-                state = torch.load(path, map_location=flow.device, weights_only=True)
+                state = torch.load(io.BytesIO(data), map_location=flow.device, weights_only=True)
             except Exception as err:  # noqa: BLE001 - a truncated or foreign file: one message
                 raise ArtifactError(f"cannot load {path} ({error_reason(err)}); {RESTORE_HINT}") from err
             try:
