@@ -202,3 +202,11 @@ def test_dce_resampled_directions_recheck_the_result_on_its_own_directions(toy, 
     assert res.log["U_x"].nunique() > 1
     fixed = DCE(mlp, schema=toy.schema, **(kw | {"resample_directions": False})).explain(toy.factuals, TARGET)
     assert not np.allclose(fixed.log["OT_x"].to_numpy()[1:], res.log["OT_x"].to_numpy()[1:len(fixed.log)])
+
+
+def test_dce_counts_each_iterate_once(toy, mlp):
+    res = DCE(mlp, schema=toy.schema, max_iter=5, stop="stalled", patience=100).explain(toy.factuals, TARGET)
+    # the factuals, each of the 5 gradient iterates (one model pass: scores and gradient), the returned rows
+    assert res.metrics["iterations_run"] == 5
+    assert res.queries == 40 + 5 * 40 + 40
+    assert res.log["queries"].tolist() == [40 + t * 40 for t in range(6)]

@@ -128,9 +128,10 @@ def test_an_out_of_range_factual_widens_only_its_own_rows_bounds(toy):
     assert raw[:, 1:].max() > f.upper - 1.0  # the push does reach the top of the range
 
 
-def test_actionability_rules_hold_by_construction(toy):
+@pytest.mark.parametrize("temperature", [0.5, 5e-324])  # a subnormal one used to make every logit -inf
+def test_actionability_rules_hold_by_construction(toy, temperature):
     space = _space(toy, step=1.0, actionability={"age": "increasing", "debts": "decreasing", "owner": "fixed",
-                                                  "job": "increasing"})
+                                                  "job": "increasing"}, temperature=temperature)
     rows, cands = _propose(toy, space, M=300)
     sl = toy.schema.slices()
     fac = toy.factuals[rows]

@@ -19,6 +19,7 @@ from recourselab.discover.certify import eta_rule, first_certified, ucl_sw2
 from recourselab.discover.ot import match, random_directions, trim_weights
 from recourselab.discover.solver import directions_at, holdout_certified_x, input_threshold
 from recourselab.errors import ConfigError, DataError, RecourselabError
+from recourselab.models.oracle import BlackBox
 
 pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
 
@@ -313,7 +314,63 @@ def test_settings_object_and_overrides(toy):
     solver = Discover.from_settings(toy.model, schema=toy.schema, settings=s)
     assert solver.settings == s
     res = solver.explain(toy.factuals, TARGET)  # a plain predict_proba model works too
-    assert res.queries == 40 + 2 * 3 * 3  # factual scores + M * k rows per iteration
+    # factual scores + at most M * k rows per iteration (unedited and repeated rows are not asked again)
+    assert 40 < res.queries <= 40 + 2 * 3 * 3
+
+
+class _Recording:
+    """A model that records every batch of rows it is asked to score."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, []
+
+    def predict_proba(self, X):
+        self.calls.append(np.array(X, copy=True))
+        return self.model.predict_proba(X)
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_the_model_never_scores_a_known_or_repeated_row_twice_in_a_call(toy, strategy):
+    model = _Recording(toy.model)
+    res = Discover(model, schema=toy.schema, strategy=strategy, h=1, trials=30, max_iter=6,
+                   metric_projections=200).explain(toy.factuals, TARGET)
+    first, *later = model.calls
+    assert np.array_equal(first, res.factuals) and len(later) >= 6
+    for batch in later:  # one call per iteration (genetic: per generation)
+        assert len(np.unique(batch, axis=0)) == len(batch)
+    # in the first iteration every current row is its factual, whose score is known
+    assert not (later[0][:, None, :] == res.factuals[None]).all(axis=2).any()
+    assert res.queries == sum(len(b) for b in model.calls)
+    if strategy == "monte_carlo":  # one batch of M * k rows per iteration; about two thirds repeat a row
+        assert res.queries < 40 + 6 * 30 * 3 * 0.6
+
+
+def test_a_model_edits_cannot_move_accepts_no_edit_at_any_batch_size(toy):
+    # candidates scored in a batch of M can land a rounding error below the no-op's Q: no edit
+    with pytest.warns(NotCertifiedWarning):
+        res = Discover(_BadModel(0.3), schema=toy.schema, max_iter=10, trials=20,
+                       metric_projections=200).explain(toy.factuals, TARGET)
+    assert not res.log["accepted"].any() and res.metrics["edited_rows"] == 0
+
+
+def test_a_sample_with_no_editable_feature_is_refused_before_the_model_is_queried(toy):
+    from recourselab.data.schema import Schema
+
+    frame = toy.frame.drop(columns=["y"]).assign(y=toy.frame["y"])
+    features = [c for c in frame.columns if c != "y"]
+    schema = Schema.fit(frame, dataset="toy", target="y", favourable=1, categorical=["job", "sex", "owner"],
+                        integer=["age", "debts"], immutable=features)
+    bb = BlackBox({"lr": toy.model}, schema=schema)
+    with pytest.raises(DataError, match="no feature can be edited"):
+        Discover(bb, schema=schema, max_iter=2).explain(schema.transform(frame)[:20], TARGET)
+    assert bb.queries == {}
+
+
+def test_a_target_kind_that_is_not_a_name_is_an_unknown_target():
+    from recourselab.discover import UnknownTargetError
+
+    with pytest.raises(UnknownTargetError, match=r"unknown target \['beta'\]; valid targets: constant, beta"):
+        make_target(["beta"])
 
 
 def test_large_batches_are_screened_then_scored_exactly(toy):

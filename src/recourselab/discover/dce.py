@@ -35,6 +35,7 @@ from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.solver import (
     DiscoverResult,
     NotCertifiedWarning,
+    checked_scores,
     directions_at,
     favourable_scores,
     input_threshold,
@@ -153,7 +154,7 @@ class DCE:
         Xf, yf, tgt, ystar, theta, w = run.Xf, run.yf, run.target, run.ystar, run.theta, run.w
         ref_x, ref_y, U_x, U_y = run.ref_x, run.ref_y, run.U_x, run.U_y
         n, d = Xf.shape
-        space = ProposalSpace(self.schema, Xf, s)
+        space = run.space
         frozen = ~space.mutable_mask
         lo = np.where(self.schema.categorical_mask(), -1.0, -np.inf) * np.ones((n, d))
         hi = np.where(self.schema.categorical_mask(), 1.0, np.inf) * np.ones((n, d))
@@ -170,7 +171,15 @@ class DCE:
                 theta = directions_at(d, s, t)
                 ref_x, theta_t = sorted_projections(Xf, theta), torch.as_tensor(theta)
                 U_x = input_threshold(ref_x, s)
-            y = self._scores(X)
+            # one model pass per iterate gives its scores and, below, their gradient; the
+            # factuals (t = 0) were scored by prepare_run
+            Xt = torch.tensor(X, dtype=torch.float64, requires_grad=True)
+            proba = self.model.proba_tensor(Xt)
+            if t == 0:
+                y = yf
+            else:
+                y = checked_scores(proba.detach().numpy(), n, self.schema)
+                self.queries += n
             m = match(X @ theta.T, ref_x, y, ref_y, w)
             _, qx, qy = m.objective(0.0)
             ucl_x = ucl_sw2(m.sorted_x, ref_x, s.delta, s.alpha)
@@ -188,11 +197,9 @@ class DCE:
                 kept[t] = X.copy()
             if t == s.max_iter or s.stops_early(bool(feasible and edited), records[-1]["OT_y_metric"]):
                 break
-            Xt = torch.tensor(X, dtype=torch.float64, requires_grad=True)
             target_x = torch.as_tensor(np.take_along_axis(ref_x, m.rank_x, axis=1))  # (N, n)
             Qx = (torch.as_tensor(m.wx) * ((Xt @ theta_t.T).T - target_x) ** 2).sum() / s.n_projections
-            yt = self.model.proba_tensor(Xt)[:, fav]
-            self.queries += n
+            yt = proba[:, fav]
             Qy = (torch.as_tensor(m.wy) * (yt - torch.as_tensor(ref_y[m.rank_y])) ** 2).sum()
             ((1 - eta) * Qx + eta * Qy).backward()
             grad = Xt.grad.numpy()

@@ -284,8 +284,11 @@ class ProposalSpace:
             u = sample_cone(a, s.cone_angle, rng)
             lam = rng.uniform(0.0, s.categorical_step, (C, k, 1))
             z = E[cur] + lam * u
-            logits = -((E[None, None, :, :] - z[..., None, :]) ** 2).sum(axis=-1) / s.temperature
-            logits = np.where(cat.allowed[rows][None, :, :], logits, -np.inf)
+            dist = ((E[None, None, :, :] - z[..., None, :]) ** 2).sum(axis=-1)  # (C, k, L)
+            dist = np.where(cat.allowed[rows][None, :, :], dist, np.inf)
+            # relative to the nearest allowed level: a tiny temperature cannot make every logit -inf
+            with np.errstate(over="ignore"):  # far levels of a tiny temperature: -inf, never drawn
+                logits = -(dist - dist.min(axis=-1, keepdims=True)) / s.temperature
             gumbel = -np.log(-np.log(rng.uniform(np.finfo(float).tiny, 1.0, logits.shape)))
             level = np.argmax(logits + gumbel, axis=-1)
             new = ph[level]  # (C, k, 2)

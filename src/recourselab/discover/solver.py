@@ -112,14 +112,23 @@ class DiscoverResult:
                 "iteration": self.iteration, "settings": self.settings}
 
 
+#: A step is accepted only if it lowers Q by more than this share of Q (rounding of batched scoring).
+ACCEPT_RTOL = 1e-12
+
+
 def favourable_scores(model: Any, X: np.ndarray, schema: Schema, budget: str) -> np.ndarray:
     """b(X) = P(favourable) through ``model.predict_proba`` (a BlackBox counts under ``budget``)."""
     from recourselab.models.oracle import BlackBox
 
     proba = model.predict_proba(X, budget=budget) if isinstance(model, BlackBox) else model.predict_proba(X)
+    return checked_scores(proba, len(X), schema)
+
+
+def checked_scores(proba: Any, n: int, schema: Schema) -> np.ndarray:
+    """The favourable-class column (n,) of class probabilities ``proba`` (n, K), checked."""
     proba = np.asarray(proba, dtype=float)
-    if proba.ndim != 2 or proba.shape != (len(X), schema.n_classes):
-        raise DataError(f"model returned probabilities of shape {proba.shape}, expected ({len(X)}, "
+    if proba.ndim != 2 or proba.shape != (n, schema.n_classes):
+        raise DataError(f"model returned probabilities of shape {proba.shape}, expected ({n}, "
                         f"{schema.n_classes})")
     scores = proba[:, schema.favourable_index]
     bad = ~np.isfinite(scores) | (scores < -1e-9) | (scores > 1 + 1e-9)
@@ -177,7 +186,8 @@ class RunSetup:
 
     Xf (n, d) encoded factuals, yf (n,) their scores, target and ystar (n,) its drawn values,
     theta (N, d) directions, w (n,) trimming weights, ref_x (N, n) sorted factual projections,
-    ref_y (n,) sorted targets, U_x / U_y the thresholds (squared units).
+    ref_y (n,) sorted targets, U_x / U_y the thresholds (squared units), space the run's
+    proposal space (mutable features, bounds).
     """
 
     Xf: np.ndarray
@@ -190,19 +200,21 @@ class RunSetup:
     ref_y: np.ndarray
     U_x: float
     U_y: float
+    space: ProposalSpace
 
 
 def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[str, Any] | str, schema: Schema,
                 s: DiscoverSettings, scores: Any) -> RunSetup:
     """Encode the factuals, score them with ``scores(X) -> (n,)``, draw y*, directions and thresholds.
 
-    The factuals, the target and the actionability rules are checked before the model is
-    queried, so a mistake in them costs no queries.
+    The factuals, the target, the actionability rules and that some feature can be edited are
+    checked before the model is queried, so a mistake in them costs no queries.
     """
     Xf = encode_factuals(factuals, schema)
     n, d = Xf.shape
     target = as_target(target, n)
     check_actionability(schema, s)
+    space = ProposalSpace(schema, Xf, s)
     yf = scores(Xf)
     tgt, ystar = resolve_target(target, n, yf)
     theta = directions_at(d, s, 0)
@@ -217,7 +229,7 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
         raise DataError("the calibrated output threshold U_y is 0 (a constant target with U_y_margin 0), so "
                         "UCL_y < U_y can never hold; set U_y_margin > 0 or pass U_y (> 0)")
     return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
-                    ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y))
+                    ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y), space=space)
 
 
 def input_threshold(ref_x: np.ndarray, s: DiscoverSettings) -> float:
@@ -396,12 +408,24 @@ class Discover:
         return favourable_scores(self.model, X, self.schema, self.settings.budget)
 
     def _evaluate(self, obj: _Objective, m: Matching, rows: np.ndarray, eta: float, qx0: float,
-                  cands: np.ndarray, yc: np.ndarray | None = None) -> Evaluation:
+                  base: np.ndarray, base_y: np.ndarray, cands: np.ndarray,
+                  yc: np.ndarray | None = None) -> Evaluation:
         C, k, d = cands.shape
         Pc = cands @ obj.theta.T  # (C, k, N)
-        if yc is None:  # one model call on the C * k edited rows
-            yc = self._scores(cands.reshape(C * k, d)).reshape(C, k)
+        if yc is None:
+            yc = self._candidate_scores(cands, base, base_y)
         return obj.evaluate(m, rows, eta, Pc, yc, qx0)
+
+    def _candidate_scores(self, cands: np.ndarray, base: np.ndarray, base_y: np.ndarray) -> np.ndarray:
+        """Scores (C, k) of candidates (C, k, d): rows equal to their current row ``base`` (k, d)
+        keep its score ``base_y`` (k,); the distinct other rows go to the model in one call."""
+        C, k, d = cands.shape
+        yc = np.broadcast_to(base_y, (C, k)).copy()
+        edited = ~(cands == base[None]).all(axis=2)  # (C, k)
+        if edited.any():
+            distinct, inverse = np.unique(cands[edited], axis=0, return_inverse=True)
+            yc[edited] = self._scores(distinct)[inverse.reshape(-1)]
+        return yc
 
     # ------------------------------------------------------------------ main entry
     def explain(self, factuals: np.ndarray | pd.DataFrame,
@@ -427,7 +451,7 @@ class Discover:
         n, d = Xf.shape
         rng = np.random.default_rng([s.seed, 1])
         obj = _Objective(theta, ref_x, ref_y, w, s.max_elements)
-        space = ProposalSpace(self.schema, Xf, s)
+        space = run.space
         strategy = make_strategy(s.strategy, s)
         k = min(s.top_k, n)
         logger.info("DISCOVER %s: n=%d d=%d N=%d k=%d h=%d M=%d T=%d U_x=%.4g U_y=%.4g", s.strategy, n, d,
@@ -473,14 +497,15 @@ class Discover:
             scores = q_rows[-1]
             rows = np.argsort(-scores, kind="stable")[:k]
             g = m.guidance(rows, theta) if s.guidance else np.zeros((k, d))
-            Q0 = Q  # the no-op candidate, scored through the same batched path
-            evaluate = functools.partial(self._evaluate, obj, m, rows, eta, qx)
+            Q0 = Q  # the no-op candidate
+            evaluate = functools.partial(self._evaluate, obj, m, rows, eta, qx, X[rows], y[rows])
             ctx = SearchContext(base=X[rows].copy(), base_y=y[rows].copy(), rows=rows, guidance=g,
                                 space=space, evaluate=evaluate, rescore=evaluate, trials=s.trials,
                                 recombine=s.recombine)
             sel = strategy.search(ctx, rng)
-            # an identical candidate can score a rounding error below Q0: it is no edit
-            accepted = sel.Q < Q0 and not np.array_equal(sel.candidate, X[rows])
+            # a candidate scored in a batch can land a rounding error below Q0 without being better
+            # (e.g. an edit the model does not notice): it must beat Q0 by more than rounding
+            accepted = sel.Q < Q0 - ACCEPT_RTOL * abs(Q0) and not np.array_equal(sel.candidate, X[rows])
             rec.update(rows=rows.tolist(), accepted=bool(accepted), Q_selected=sel.Q if accepted else Q0,
                        improvement=(Q0 - sel.Q) / max(abs(Q0), 1e-300) if accepted else 0.0,
                        queries=self._queries)

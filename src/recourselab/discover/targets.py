@@ -95,7 +95,7 @@ class Target:
     def __post_init__(self) -> None:
         """Check the kind, seed, size and parameters; store numbers as plain Python values."""
         kind = self.kind
-        if kind not in TARGETS:
+        if not isinstance(kind, str) or kind not in TARGETS:
             raise UnknownTargetError(f"unknown target {kind!r}; valid targets: {', '.join(TARGETS)}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or self.seed < 0:
             raise DataError(f"target {kind!r}: seed must be an integer >= 0, got {self.seed!r}")
