@@ -45,8 +45,8 @@ from recourselab.orchestration import (
 from recourselab.report.densityflow_plots import densityflow_figures
 
 #: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
-CODE = ("flows.densityflow", "recourselab.config", "recourselab.io", "recourselab.densityflow", "recourselab.data",
-        "recourselab.models", "recourselab.metrics.robustness")
+CODE = ("flows.densityflow", "recourselab.config", "recourselab.orchestration", "recourselab.io",
+        "recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics.robustness")
 #: ``generate`` also reports plausibility (its cache key covers that module too).
 GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility", "recourselab.report.densityflow_plots",
                  "recourselab.report.common")
@@ -259,7 +259,7 @@ def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:
 def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any], cache_root: Path,
            upstream_dirs: list[str], code_modules: tuple[str, ...] = CODE) -> tuple[list[dict[str, Any]], list[str]]:
     code = code_fingerprint(*code_modules)
-    n_threads = threads_per_task(params.orchestration.max_workers)
+    n_threads = threads_per_task(params.orchestration)
     members = list(params.tune_ensemble.members)
     calls, keys = [], []
     for slot, seed in enumerate(params.seeds):

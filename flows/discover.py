@@ -26,7 +26,7 @@ from recourselab.config import DiscoverTargetParams, Params, section_hash
 from recourselab.data import ROW_ID, load_prepared
 from recourselab.discover import Discover, DiscoverSettings, make_target, sample_factuals
 from recourselab.errors import ConfigError
-from recourselab.io import read_json, write_json, write_parquet
+from recourselab.io import read_json, read_provenance, write_json, write_parquet
 from recourselab.metrics import summarize_seeds
 from recourselab.models import load_ensemble
 from recourselab.models.ensemble import MANIFEST, read_manifest
@@ -44,8 +44,9 @@ from recourselab.report.discover_plots import discover_figures
 
 STEP = "discover"
 #: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
-CODE = ("flows.discover", "recourselab.config", "recourselab.io", "recourselab.discover", "recourselab.data",
-        "recourselab.models", "recourselab.report.discover_plots", "recourselab.report.common")
+CODE = ("flows.discover", "recourselab.config", "recourselab.orchestration", "recourselab.io",
+        "recourselab.discover", "recourselab.data", "recourselab.models", "recourselab.report.discover_plots",
+        "recourselab.report.common")
 #: Metrics averaged over the models in ``discover.json`` (the paper reports means over models).
 HEADLINE = ("OT_x", "OT_x_minmax", "OT_y", "MMD2", "ares_cost", "feasible_rate", "edited_rows", "queries",
             "wall_time_s")
@@ -146,7 +147,8 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
     """Run DISCOVER for every (model, seed) of one dataset; write outputs, figures and metrics.
 
     ``models`` restricts the run to a subset of ``discover.models``; ``discover.json`` then
-    aggregates every configured model whose outputs exist for all seeds.
+    aggregates every configured model whose outputs exist for all seeds and were made with the
+    current params and code (others are named in a warning and left out).
     """
     models = resolve_models(params, models)
     section = params.discover.model_dump(mode="json")
@@ -159,7 +161,7 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
                     "common rules for %s do not apply there (repeat them in the dataset's entry)",
                     dataset, dataset, dropped)
     code = code_fingerprint(*CODE)
-    n_threads = threads_per_task(params.orchestration.max_workers)
+    n_threads = threads_per_task(params.orchestration)
     calls, out_dirs, keys = [], [], []
     for seed in params.seeds:
         prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"
@@ -181,12 +183,29 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
     results = run_tasks(discover, calls, out_dirs, Path(cache_root) / "results", keys=keys)
 
     per_model: dict[str, dict[int, dict[str, Any]]] = {}
+    current = {"params_hash": section_hash(section), "code_hash": code}
     for model in params.discover.models:
-        files = {s: Path(out_root) / dataset / model / f"seed={s}" / "metrics.json" for s in params.seeds}
-        if all(f.is_file() for f in files.values()):
-            per_model[model] = {s: read_json(f) for s, f in files.items()}
+        folders = {s: Path(out_root) / dataset / model / f"seed={s}" for s in params.seeds}
+        if not all((f / "metrics.json").is_file() for f in folders.values()):
+            continue
+        if model not in models and not all(_made_with(f / "counterfactuals.parquet", current)
+                                           for f in folders.values()):
+            log.warning("discover.json of %s leaves out %s: its outputs come from other params or code (run "
+                        "`recourselab discover --dataset %s --model %s` to refresh them)", dataset, model, dataset,
+                        model)
+            continue
+        per_model[model] = {s: read_json(f / "metrics.json") for s, f in folders.items()}
     write_json(Path(metrics_root) / dataset / f"{STEP}.json", summarize_models(per_model))
     return results
+
+
+def _made_with(path: Path, current: dict[str, str]) -> bool:
+    """Whether the output file ``path`` records the params and code hashes ``current``."""
+    try:
+        provenance = read_provenance(path)
+    except Exception:  # noqa: BLE001 - a missing or unreadable file: not made with the current setup
+        return False
+    return all(provenance.get(k) == v for k, v in current.items())
 
 
 def run_discover(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,

@@ -43,7 +43,8 @@ def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path)
     # chessboard_std, max_rows, each dataset's immutables) shape the frame and its spec, so they reach
     # it through raw.fingerprint, and a setting of another dataset changes neither key nor provenance.
     section = {"split": list(params.prepare.split)}
-    code = code_fingerprint("flows.prepare", "recourselab.config", "recourselab.data", "recourselab.io")
+    code = code_fingerprint("flows.prepare", "recourselab.config", "recourselab.data", "recourselab.io",
+                            "recourselab.orchestration")
     calls = [dict(dataset=dataset, seed=s, section=section, fingerprint=raw.fingerprint, code=code,
                   staging_root=str(Path(cache_root) / "artifacts"), raw=raw) for s in params.seeds]
     out_dirs = [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]

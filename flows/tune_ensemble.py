@@ -81,9 +81,9 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
     Writes ``out_root/<dataset>/seed=<s>/{<model>.<ext>, <model>.json, manifest.json,
     metrics.json}`` and the over-seeds summary ``metrics_root/<dataset>/tune_ensemble.json``.
     """
-    n_threads = threads_per_task(params.orchestration.max_workers)
-    code = code_fingerprint("flows.tune_ensemble", "recourselab.config", "recourselab.io", "recourselab.models",
-                            "recourselab.data")
+    n_threads = threads_per_task(params.orchestration)
+    code = code_fingerprint("flows.tune_ensemble", "recourselab.config", "recourselab.orchestration", "recourselab.io",
+                            "recourselab.models", "recourselab.data")
     calls, out_dirs, keys = [], [], []
     for slot, seed in enumerate(params.seeds):
         prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"

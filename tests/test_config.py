@@ -449,3 +449,10 @@ def test_lambda_grid_needs_non_negative_values(grid):
 def test_infinite_and_nan_numbers_are_refused_where_they_are(raw, where):
     with pytest.raises(ConfigError, match=rf"{where}: Input should be a finite number"):
         parse_params(raw, "params.yaml")
+
+
+def test_an_empty_dataset_list_is_refused():
+    with pytest.raises(ConfigError, match="at least one dataset is required"):
+        parse_params({"datasets": []})
+    with pytest.raises(ConfigError, match="threads_per_task"):
+        parse_params({"orchestration": {"threads_per_task": 0}})

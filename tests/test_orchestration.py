@@ -77,8 +77,11 @@ def test_a_damaged_staging_folder_is_replaced_by_the_fresh_write(tmp_path):
 
 def test_code_fingerprint_covers_flow_modules_outside_the_package():
     import flows.densityflow as fd
+    import flows.discover as fdi
 
     assert "flows.densityflow" in fd.CODE and "recourselab.config" in fd.CODE
+    for code in (fd.CODE, fdi.CODE):  # seeding and thread limits shape the outputs
+        assert "recourselab.orchestration" in code
     assert code_fingerprint("flows.densityflow") != code_fingerprint("flows.discover")
 
 
@@ -154,3 +157,25 @@ def test_process_workers_log_recourselab_records_in_the_stage_format(capfd):
     err = capfd.readouterr().err
     for n in (0, 1):
         assert f"INFO recourselab.test_worker: worker {n} says hello" in err
+
+
+def test_code_fingerprint_covers_the_package_version(monkeypatch):
+    import recourselab
+
+    before = code_fingerprint("recourselab.io")
+    monkeypatch.setattr(recourselab, "__version__", "99.0")
+    assert code_fingerprint("recourselab.io") != before  # provenance records the version
+
+
+def test_threads_per_task_is_the_param_or_the_usable_cpus_per_worker(monkeypatch):
+    import os
+
+    from recourselab.config import parse_params
+    from recourselab.orchestration import threads_per_task
+
+    assert threads_per_task(parse_params({}).orchestration) == 1
+    assert threads_per_task(parse_params({"orchestration": {"threads_per_task": 3}}).orchestration) == 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)  # the host's count, not what this process may use
+    orch = parse_params({"orchestration": {"threads_per_task": None, "max_workers": 2}}).orchestration
+    assert threads_per_task(orch) == 3

@@ -483,6 +483,12 @@ class OrchestrationParams(StrictModel):
         description="Prefect result store and staged task artifacts (relative to the project)",
     )
     max_workers: int = Field(default=2, ge=1, description="Concurrent per-seed tasks")
+    threads_per_task: int | None = Field(
+        default=1, ge=1,
+        description="CPU threads of each task (torch, BLAS, OpenMP); outputs can differ in their last digits "
+                    "with another count, so it is a DVC param and part of the task keys; null: the CPUs this "
+                    "process may use divided by max_workers",
+    )
     task_runner: Literal["process", "thread"] = Field(
         default="process",
         description="process: true parallelism for CPU-bound tasks; thread: no start-up cost",
@@ -505,6 +511,13 @@ class Params(StrictModel):
     discover: DiscoverParams = Field(default_factory=DiscoverParams)
     ablate: AblateParams = Field(default_factory=AblateParams)
     orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
+
+    @field_validator("datasets")
+    @classmethod
+    def _datasets_given(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("at least one dataset is required (the stages run per dataset)")
+        return v
 
     @field_validator("seeds")
     @classmethod

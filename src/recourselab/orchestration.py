@@ -15,6 +15,7 @@ files replace the damaged staging folder; nothing that fails its sha256 is publi
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -57,7 +58,9 @@ def code_fingerprint(*packages: str) -> str:
     """
     import importlib
 
-    h = hashlib.sha256()
+    from recourselab import __version__
+
+    h = hashlib.sha256(__version__.encode())  # provenance records the version: a bump is a new key
     for name in sorted(packages):
         mod = importlib.import_module(name)
         origin = Path(mod.__file__)
@@ -181,19 +184,41 @@ def pick_device(slot: int = 0) -> str:
     return "cpu"
 
 
+#: Keys of JSON reports that hold timings: left out of :func:`dir_fingerprint`.
+TIMING_SUFFIX = "_time_s"
+
+
 def dir_fingerprint(directory: str | Path, exclude: Sequence[str] = ()) -> str:
     """sha256 over the names and contents of the files directly in ``directory`` (upstream keys),
-    except the file names in ``exclude`` (reports such as timings, which are not inputs)."""
+    except the file names in ``exclude`` (reports that are not inputs). A JSON object's top-level
+    keys ending in :data:`TIMING_SUFFIX` are left out: a rerun that only took another time
+    leaves the downstream keys as they were."""
     h = hashlib.sha256()
     for f in sorted(p for p in Path(directory).iterdir() if p.is_file() and p.name not in exclude):
         h.update(f.name.encode())
-        h.update(sha256_file(f).encode())
+        h.update(_content_digest(f).encode())
     return h.hexdigest()
 
 
-def threads_per_task(max_workers: int) -> int:
-    """CPU threads one task may use so that ``max_workers`` concurrent tasks do not oversubscribe."""
-    return max(1, (os.cpu_count() or 1) // max_workers)
+def _content_digest(path: Path) -> str:
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_bytes())
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            kept = {k: v for k, v in data.items() if not k.endswith(TIMING_SUFFIX)}
+            return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+    return sha256_file(path)
+
+
+def threads_per_task(orchestration: Any) -> int:
+    """CPU threads of one task: ``orchestration.threads_per_task``, or (None) the CPUs this process
+    may use divided by ``orchestration.max_workers``, so that concurrent tasks do not oversubscribe."""
+    if orchestration.threads_per_task is not None:
+        return int(orchestration.threads_per_task)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, usable // orchestration.max_workers)
 
 
 #: The stages' log line format (worker processes use it too).

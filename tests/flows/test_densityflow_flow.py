@@ -120,3 +120,19 @@ def test_timing_reports_are_not_part_of_upstream_keys(tmp_path):
     assert dir_fingerprint(tmp_path) != before
     (tmp_path / "generator.pt").write_bytes(b"other weights")
     assert dir_fingerprint(tmp_path, exclude=df_module.REPORTS) != before
+
+
+def test_timings_inside_downstream_inputs_are_not_part_of_their_keys(tmp_path):
+    from recourselab.orchestration import dir_fingerprint
+
+    # distill.json (read by generate) and generate's metrics.json (read by ablate) hold timings next to inputs
+    (tmp_path / "distill.json").write_text('{"queries_used": 480, "distill_time_s": 6.2, "fit_time_s": 100.0}')
+    before = dir_fingerprint(tmp_path)
+    (tmp_path / "distill.json").write_text('{"fit_time_s": 99.0, "queries_used": 480, "distill_time_s": 6.7}')
+    assert dir_fingerprint(tmp_path) == before
+    (tmp_path / "distill.json").write_text('{"queries_used": 470, "distill_time_s": 6.2, "fit_time_s": 100.0}')
+    assert dir_fingerprint(tmp_path) != before
+    (tmp_path / "distill.json").write_text('[1, 2]')  # not an object, or not JSON: its bytes count
+    listed = dir_fingerprint(tmp_path)
+    (tmp_path / "distill.json").write_text('[1,2]')
+    assert dir_fingerprint(tmp_path) != listed

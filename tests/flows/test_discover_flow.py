@@ -139,3 +139,15 @@ def test_densityflow_ensemble_key_ignores_models_tuned_only_for_discover(tmp_pat
     assert _members_fingerprint(str(tmp_path), ["knn", "xgboost"]) == before
     write_manifest(tmp_path, {**entries, "knn": member_entry("knn", {}, 2, "z")})
     assert _members_fingerprint(str(tmp_path), ["knn", "xgboost"]) != before
+
+
+def test_only_outputs_of_the_current_params_and_code_join_the_summary(tmp_path):
+    from recourselab.io import write_parquet
+
+    made = {"params_hash": "p1", "code_hash": "c1"}
+    path = tmp_path / "counterfactuals.parquet"
+    write_parquet(path, pd.DataFrame({"a": [1]}), {"dataset": "moons", **made})
+    assert discover_module._made_with(path, made)
+    assert not discover_module._made_with(path, {**made, "params_hash": "p2"})  # other params
+    assert not discover_module._made_with(path, {**made, "code_hash": "c2"})  # other code
+    assert not discover_module._made_with(tmp_path / "missing.parquet", made)

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from recourselab.errors import DataError, RecourselabError
+from recourselab.errors import ConfigError, DataError, RecourselabError
 from recourselab.models.registry import (
     ENSEMBLE,
     MODEL_KINDS,
@@ -116,6 +116,12 @@ def test_mlp_needs_at_least_one_epoch(moons_small):
     train, val, _ = moons_small
     with pytest.raises(RecourselabError, match=r"model 'mlp': max_iter must be an integer >= 1 \(epochs\), got 0"):
         fit_model("mlp", {"hidden_layer_sizes": [4], "max_iter": 0}, train.X, train.y, _ctx(val))
+
+
+def test_a_hyperparameter_of_the_wrong_type_is_a_config_error(moons_small):
+    train, val, _ = moons_small
+    with pytest.raises(ConfigError, match=r"model 'mlp' could not be fitted with hyperparameters .*check models\.mlp"):
+        fit_model("mlp", {"hidden_layer_sizes": 3.5, "max_iter": 5}, train.X, train.y, _ctx(val))
 
 
 # ---------------------------------------------------------------------------- bad input, edge cases

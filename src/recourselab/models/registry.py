@@ -453,9 +453,8 @@ def fit_model(name: str, params: Mapping[str, Any], X: np.ndarray, y: np.ndarray
                                f"{', '.join(kind.hyperparameters)}")
     X = np.ascontiguousarray(encode_rows(X, what=f"{name} training rows"), dtype=np.float64)
     y = _check_labels(name, y, len(X), ctx.n_classes)
-    est = kind.build(dict(params), ctx)
     try:
-        est = kind.fit(est, X, y, ctx)
+        est = kind.fit(kind.build(dict(params), ctx), X, y, ctx)
     except RecourselabError:
         raise
     except (ValueError, TypeError) as err:  # the libraries' parameter checks raise these
