@@ -167,6 +167,25 @@ def test_code_fingerprint_covers_the_package_version(monkeypatch):
     assert code_fingerprint("recourselab.io") != before  # provenance records the version
 
 
+def test_code_fingerprint_covers_library_versions(monkeypatch):
+    import importlib.metadata
+
+    from recourselab import orchestration
+
+    versions = orchestration.library_versions()
+    assert versions["torch"] == importlib.metadata.version("torch")
+    assert versions["xgboost-cpu"] != "absent"  # found under either distribution name
+    before = code_fingerprint("recourselab.io")
+    real = importlib.metadata.version
+
+    def upgraded(name):
+        return "9.9.9" if name == "lightgbm" else real(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", upgraded)
+    assert orchestration.library_versions()["lightgbm"] == "9.9.9"
+    assert code_fingerprint("recourselab.io") != before  # a LightGBM upgrade is a new key
+
+
 def test_threads_per_task_is_the_param_or_the_usable_cpus_per_worker(monkeypatch):
     import os
 

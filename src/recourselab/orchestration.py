@@ -49,18 +49,53 @@ class SeedResult:
         return self.state == "Cached"
 
 
+#: Distributions whose code shapes the artifacts (numerics, model formats, Parquet); each entry
+#: lists alternative distribution names of one library (``xgboost-cpu`` installs ``xgboost``).
+LIBRARIES: tuple[tuple[str, ...], ...] = (
+    ("numpy",), ("pandas",), ("pyarrow",), ("scipy",), ("scikit-learn",), ("torch",),
+    ("torchdiffeq",), ("pot",), ("xgboost-cpu", "xgboost"), ("lightgbm",), ("catboost",),
+    ("pytorch-tabnet",), ("skops",),
+)
+
+
+def library_versions() -> dict[str, str]:
+    """Installed version of each of :data:`LIBRARIES` (``"absent"`` when none is installed).
+
+    Returns
+    -------
+    dict
+        First name of each entry -> version string, e.g. ``{"torch": "2.13.0", ...}``.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for names in LIBRARIES:
+        out[names[0]] = "absent"
+        for name in names:
+            try:
+                out[names[0]] = version(name)
+                break
+            except PackageNotFoundError:
+                continue
+    return out
+
+
 def code_fingerprint(*packages: str) -> str:
     """sha256 over the source files of the given importable (sub)packages or modules.
 
     Task cache keys pass every module whose code shapes the task's outputs: the library
     packages it calls, ``recourselab.config`` and the flow module itself (helpers outside the
-    task function, which Prefect's source hash of the task does not see).
+    task function, which Prefect's source hash of the task does not see). The package version
+    and the versions of the numerical libraries (:func:`library_versions`) are part of the
+    hash, so an upgrade of, say, torch or LightGBM never reuses artifacts made by the old one.
     """
     import importlib
 
     from recourselab import __version__
 
     h = hashlib.sha256(__version__.encode())  # provenance records the version: a bump is a new key
+    for name, ver in sorted(library_versions().items()):
+        h.update(f"{name}=={ver};".encode())
     for name in sorted(packages):
         mod = importlib.import_module(name)
         origin = Path(mod.__file__)
