@@ -608,8 +608,10 @@ def test_a_failed_fit_leaves_the_model_as_it_was(moons, trained, tmp_path, monke
 class _Flaky:
     """A BlackBox whose members fail from the ``fail_at``-th query on, or answer ``answer``."""
 
-    def __init__(self, box: BlackBox, fail_at: int | None = None, answer=None):
+    def __init__(self, box: BlackBox, fail_at: int | None = None, answer=None, *, charged: bool = False,
+                 answer_from: int = 1):
         self.box, self.fail_at, self.answer, self.calls = box, fail_at, answer, 0
+        self.charged, self.answer_from = charged, answer_from  # charged: the failing query's rows are counted
 
     def remaining(self, name):
         return self.box.remaining(name)
@@ -620,9 +622,11 @@ class _Flaky:
     def query(self, X, budget):
         self.calls += 1
         if self.fail_at is not None and self.calls >= self.fail_at:
+            if self.charged:  # as BlackBox.query does: rows are reserved before the members answer
+                self.box.query(X, budget=budget)
             raise RuntimeError("member crashed")
         out = self.box.query(X, budget=budget)
-        if self.answer is not None:
+        if self.answer is not None and self.calls >= self.answer_from:
             return type("Out", (), {"mean_proba": self.answer(out.mean_proba)})()
         return out
 
@@ -639,6 +643,26 @@ def test_a_failed_distillation_restores_the_weights_and_counts_its_queries(moons
     assert model.queries_used_ == 16 == ensemble.used("distill") - spent  # two answered queries of 8 rows
     np.testing.assert_array_equal(model.generate(Xq, target=1).counterfactuals, before.counterfactuals)
     assert not model.surrogate.training and not model.field.training
+    spent = ensemble.used("distill")
+    with pytest.raises(RuntimeError, match="member crashed"):  # the third query is charged, then fails
+        model.distill(_Flaky(ensemble, fail_at=3, charged=True), X, y, budget=100)
+    assert model.queries_used_ - 16 == 24 == ensemble.used("distill") - spent
+
+
+def test_distillation_failing_in_a_generator_step_can_be_run_again(moons, trained, ensemble, tmp_path, monkeypatch):
+    X, y = moons.arrays("train")
+    model = _copy(trained, tmp_path)
+    real = DensityFlow.generator_loss
+
+    def crash(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(DensityFlow, "generator_loss", crash)
+    with pytest.raises(KeyboardInterrupt):
+        model.distill(ensemble, X, y, budget=100)
+    assert all(p.requires_grad for m in (model.surrogate, model.field) for p in m.parameters())
+    monkeypatch.setattr(DensityFlow, "generator_loss", real)
+    assert model.distill(ensemble, X, y, budget=16) == 16  # trains again: the surrogate is not left frozen
 
 
 @pytest.mark.parametrize("answer, message", [
@@ -650,9 +674,10 @@ def test_distillation_refuses_bad_oracle_answers(moons, trained, ensemble, tmp_p
     X, y = moons.arrays("train")
     model = _copy(trained, tmp_path)
     weights = {k: v.clone() for k, v in model.surrogate.state_dict().items()}
-    with pytest.raises(DataError, match=message):
-        model.distill(_Flaky(ensemble, answer=answer), X, y, budget=100)
+    with pytest.raises(DataError, match=message):  # the first answer is fine and trains a step
+        model.distill(_Flaky(ensemble, answer=answer, answer_from=2), X, y, budget=100)
     assert all(torch.equal(weights[k], v) for k, v in model.surrogate.state_dict().items())
+    assert model.queries_used_ == 16
 
 
 def test_a_budget_spent_by_another_caller_ends_distillation_gracefully(moons, trained, ensemble, tmp_path):
@@ -683,6 +708,18 @@ def test_generate_solves_in_chunks_of_queries(moons, trained):
     np.testing.assert_allclose(chunked.counterfactuals, whole.counterfactuals, atol=1e-4)  # solver tolerance
     assert chunked.trajectories.shape == (4, 5, 2) and chunked.trajectories.dtype == np.float64
     assert chunked.surrogate_valid.shape == (5,)
+
+
+def test_a_diverging_solve_is_a_data_error(moons, trained, tmp_path):
+    model = _copy(trained, tmp_path)
+    with torch.no_grad():
+        next(model.field.parameters()).fill_(float("nan"))
+    Xq = moons.arrays("test")[0][:5]
+    with pytest.raises(DataError, match=r"ODE solve diverged \(dopri5: step size underflow\) on a batch of 5"):
+        model.generate(Xq, target=1)
+    model.with_settings(method="rk4")  # fixed steps: NaN end states instead of an assertion
+    with pytest.raises(DataError, match=r"ODE solve diverged \(NaN or infinite end states\) for 5 of 5 queries"):
+        model.generate(Xq, target=1)
 
 
 def test_values_beyond_float32_are_a_data_error(trained):

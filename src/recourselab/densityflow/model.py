@@ -19,6 +19,7 @@ import logging
 import math
 import numbers
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -253,6 +254,16 @@ def class_labels(y: Any, n_rows: int, what: str, n_classes: int | None = None) -
     return labels
 
 
+@contextmanager
+def _frozen(module: torch.nn.Module):  # noqa: ANN202
+    """Turn off ``module``'s parameter gradients inside the block, back on however it ends."""
+    module.requires_grad_(False)
+    try:
+        yield
+    finally:
+        module.requires_grad_(True)
+
+
 def _lr_lambda(cfg: DensityFlowConfig, base_lr: float, epochs: int):  # noqa: ANN202
     warm = min(cfg.warmup_epochs, max(epochs - 1, 0))
     floor = cfg.lr_min / base_lr
@@ -296,7 +307,7 @@ class DensityFlow:
         with np.errstate(over="ignore"):
             arr = np.asarray(X, dtype=np.float32)
         if not np.isfinite(arr).all():  # finite float64 values beyond float32's range become inf here
-            raise DataError(f"rows hold values beyond the float32 range of the networks (|x| > "
+            raise DataError(f"rows hold NaN, infinite or values beyond the float32 range of the networks (|x| > "
                             f"{np.finfo(np.float32).max:.3g}): {int((~np.isfinite(arr)).any(axis=-1).sum())} row(s)")
         return torch.as_tensor(arr, device=self.device)
 
@@ -451,13 +462,12 @@ class DensityFlow:
                 nce.backward()
                 opt_phi.step()
 
-                self.surrogate.requires_grad_(False)
-                loss, parts = self.generator_loss(xb, self._flip(yb, gen), rtol=cfg.rtol_train, atol=cfg.atol_train,
-                                                  y=yb)
-                opt_g.zero_grad()
-                loss.backward()
-                opt_g.step()
-                self.surrogate.requires_grad_(True)
+                with _frozen(self.surrogate):
+                    loss, parts = self.generator_loss(xb, self._flip(yb, gen), rtol=cfg.rtol_train,
+                                                      atol=cfg.atol_train, y=yb)
+                    opt_g.zero_grad()
+                    loss.backward()
+                    opt_g.step()
                 ema_s.update_parameters(self.surrogate)
                 ema_f.update_parameters(self.field)
                 sums["nce"] += nce.item()
@@ -615,11 +625,15 @@ class DensityFlow:
                     z, _, _ = integrate(self.field, Xt[idx], target, rtol=cfg.rtol_train, atol=cfg.atol_train,
                                         method=cfg.method)
                     z = z.clamp(-self.C, self.C)
+                charged = oracle.used(budget_name)
                 try:
                     out = oracle.query(z.cpu().numpy().astype(float), budget=budget_name)
                 except QueryBudgetExceeded:  # spent between remaining() and query(), e.g. by another caller
                     spent = True
                     break
+                except BaseException:  # the oracle charges rows before its members answer: count them
+                    self.queries_used_ += min(n, max(oracle.used(budget_name) - charged, 0))
+                    raise
                 used += n
                 queried += n
                 self.queries_used_ += n
@@ -636,15 +650,14 @@ class DensityFlow:
                 opt_phi.step()
             if not queried:
                 break
-            self.surrogate.requires_grad_(False)
-            for _ in range(cfg.distill_gen_steps):
-                real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
-                loss, _ = self.generator_loss(Xt[real], self._flip(yt[real], gen), rtol=cfg.rtol_train,
-                                              atol=cfg.atol_train, y=yt[real])
-                opt_g.zero_grad()
-                loss.backward()
-                opt_g.step()
-            self.surrogate.requires_grad_(True)
+            with _frozen(self.surrogate):
+                for _ in range(cfg.distill_gen_steps):
+                    real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
+                    loss, _ = self.generator_loss(Xt[real], self._flip(yt[real], gen), rtol=cfg.rtol_train,
+                                                  atol=cfg.atol_train, y=yt[real])
+                    opt_g.zero_grad()
+                    loss.backward()
+                    opt_g.step()
             if spent:
                 break
         if used < cfg.distill_epochs * cfg.distill_inner * cfg.distill_points:
@@ -748,8 +761,19 @@ class DensityFlow:
         (m, d), N = X.shape, len(jit)
         starts = (self._tensor(X)[:, None, :] + jit).reshape(m * N, d)
         targets = torch.as_tensor(np.repeat(tgt, N), device=self.device)
-        z, _, path = integrate(self.field, starts, targets, rtol=cfg.rtol_test, atol=cfg.atol_test,
-                               method=cfg.method, n_points=n_points or 2)
+        try:
+            z, _, path = integrate(self.field, starts, targets, rtol=cfg.rtol_test, atol=cfg.atol_test,
+                                   method=cfg.method, n_points=n_points or 2)
+        except AssertionError as e:  # torchdiffeq's adaptive solvers assert on a vanishing step
+            if "underflow in dt" not in str(e):
+                raise
+            raise DataError(f"the flow's ODE solve diverged ({cfg.method}: step size underflow) on a batch of {m} "
+                            f"queries; the velocity field is NaN or stiff there (re-run train_flow if its weights "
+                            f"are damaged, or pass fewer queries per solve with solve_queries)") from e
+        if not torch.isfinite(z).all():
+            bad = int((~torch.isfinite(z)).any(dim=1).reshape(m, N).any(dim=1).sum())
+            raise DataError(f"the flow's ODE solve diverged (NaN or infinite end states) for {bad} of {m} "
+                            f"queries; the model's weights may be damaged (re-run train_flow)")
         z = z.clamp(-self.C, self.C).cpu().numpy().astype(float)
         mutable = self.field.mutable.cpu().numpy().astype(bool)
         if self.schema is not None:
