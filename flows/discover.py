@@ -95,7 +95,7 @@ def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], up
                "units": result.metrics.get("units", "")}
     provenance = {"dataset": dataset, "seed": seed, "model": model, "method": result.method, "split": section["split"],
                   "target": result.target, "feasible": result.feasible, "params_hash": section_hash(section),
-                  "code_version": __version__, "code_hash": code}
+                  "code_version": __version__, "code_hash": code, "upstream": upstream, "n_threads": n_threads}
     table = counterfactual_table(result, schema, row_ids[idx])
     frame = result.log.copy()
     frame["row_scores"] = list(result.row_scores)
@@ -162,7 +162,7 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
                     dataset, dataset, dropped)
     code = code_fingerprint(*CODE)
     n_threads = threads_per_task(params.orchestration)
-    calls, out_dirs, keys = [], [], []
+    calls, out_dirs, keys, prepared_keys = [], [], [], {}
     for seed in params.seeds:
         prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"
         ensemble_dir = Path(ensemble_root) / dataset / f"seed={seed}"
@@ -172,7 +172,7 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
             raise ConfigError(f"discover actionability of dataset {dataset!r} names unknown features {unknown} "
                               f"(set per dataset under discover.per_dataset.{dataset}.actionability); "
                               f"its features: {', '.join(schema.feature_names)}")
-        prepared_key = dir_fingerprint(prepared_dir)
+        prepared_key = prepared_keys[seed] = dir_fingerprint(prepared_dir)
         for model in models:
             calls.append(dict(dataset=dataset, model=model, seed=seed, section=section,
                               upstream=prepared_key + "+" + _member_fingerprint(ensemble_dir, model), code=code,
@@ -183,24 +183,35 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
     results = run_tasks(discover, calls, out_dirs, Path(cache_root) / "results", keys=keys)
 
     per_model: dict[str, dict[int, dict[str, Any]]] = {}
-    current = {"params_hash": section_hash(section), "code_hash": code}
+    current = {"params_hash": section_hash(section), "code_hash": code, "n_threads": n_threads}
     for model in params.discover.models:
         folders = {s: Path(out_root) / dataset / model / f"seed={s}" for s in params.seeds}
         if not all((f / "metrics.json").is_file() for f in folders.values()):
             continue
-        if model not in models and not all(_made_with(f / "counterfactuals.parquet", current)
-                                           for f in folders.values()):
-            log.warning("discover.json of %s leaves out %s: its outputs come from other params or code (run "
-                        "`recourselab discover --dataset %s --model %s` to refresh them)", dataset, model, dataset,
-                        model)
+        if model not in models and not all(
+                _made_with(f / "counterfactuals.parquet",
+                           {**current, "upstream": _current_upstream(prepared_keys[s], Path(ensemble_root) / dataset /
+                                                                     f"seed={s}", model)})
+                for s, f in folders.items()):
+            log.warning("discover.json of %s leaves out %s: its outputs come from other params, code, prepared data "
+                        "or %s model (run `recourselab discover --dataset %s --model %s` to refresh them)", dataset,
+                        model, model, dataset, model)
             continue
         per_model[model] = {s: read_json(f / "metrics.json") for s, f in folders.items()}
     write_json(Path(metrics_root) / dataset / f"{STEP}.json", summarize_models(per_model))
     return results
 
 
-def _made_with(path: Path, current: dict[str, str]) -> bool:
-    """Whether the output file ``path`` records the params and code hashes ``current``."""
+def _current_upstream(prepared_key: str, ensemble_dir: Path, model: str) -> str | None:
+    """The upstream key a task for ``model`` would have now (``None``: the ensemble lacks the model)."""
+    try:
+        return prepared_key + "+" + _member_fingerprint(ensemble_dir, model)
+    except (ConfigError, OSError):
+        return None
+
+
+def _made_with(path: Path, current: dict[str, Any]) -> bool:
+    """Whether the output file ``path`` records every value of ``current`` (params, code, upstream, threads)."""
     try:
         provenance = read_provenance(path)
     except Exception:  # noqa: BLE001 - a missing or unreadable file: not made with the current setup

@@ -58,6 +58,10 @@ def test_discover_flow_writes_outputs_and_is_cached(tmp_path, tiny, monkeypatch)
     prov = read_provenance(out / "counterfactuals.parquet")
     assert (prov["dataset"], prov["model"], prov["seed"], prov["method"]) == ("moons", "lightgbm", 1, "discover")
     assert prov["target"]["kind"] == "beta" and prov["target"]["seed"] == 1 and len(prov["params_hash"]) == 64
+    seed_dirs = [root[k] / "moons" / "seed=1" for k in ("prepared", "ensemble")]
+    assert prov["upstream"] == discover_module._current_upstream(  # what decides a later summary's subset
+        discover_module.dir_fingerprint(seed_dirs[0]), seed_dirs[1], "lightgbm") and prov["n_threads"] == 1
+    assert discover_module._current_upstream("x", seed_dirs[1], "catboost") is None  # not in that ensemble
 
     log = pd.read_parquet(out / "log.parquet")
     assert log["iteration"].tolist() == list(range(len(log))) and len(log) <= 7
@@ -144,10 +148,13 @@ def test_densityflow_ensemble_key_ignores_models_tuned_only_for_discover(tmp_pat
 def test_only_outputs_of_the_current_params_and_code_join_the_summary(tmp_path):
     from recourselab.io import write_parquet
 
-    made = {"params_hash": "p1", "code_hash": "c1"}
+    made = {"params_hash": "p1", "code_hash": "c1", "upstream": "data+svm", "n_threads": 1}
     path = tmp_path / "counterfactuals.parquet"
     write_parquet(path, pd.DataFrame({"a": [1]}), {"dataset": "moons", **made})
     assert discover_module._made_with(path, made)
     assert not discover_module._made_with(path, {**made, "params_hash": "p2"})  # other params
     assert not discover_module._made_with(path, {**made, "code_hash": "c2"})  # other code
+    assert not discover_module._made_with(path, {**made, "upstream": "data+svm2"})  # a retuned model
+    assert not discover_module._made_with(path, {**made, "upstream": None})  # the ensemble lost the model
+    assert not discover_module._made_with(path, {**made, "n_threads": 2})
     assert not discover_module._made_with(tmp_path / "missing.parquet", made)
