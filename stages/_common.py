@@ -8,7 +8,7 @@ from pathlib import Path
 
 from recourselab.config import Params, load_params
 from recourselab.data.registry import BUILTIN_DATASETS
-from recourselab.errors import ConfigError, RecourselabError, did_you_mean
+from recourselab.errors import ConfigError, RecourselabError, did_you_mean, quiet_known_tracebacks
 from recourselab.orchestration import LOG_FORMAT
 
 log = logging.getLogger("recourselab.stages")
@@ -29,6 +29,7 @@ def setup(args: argparse.Namespace) -> Params:
                         format=LOG_FORMAT)
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_known_tracebacks()  # bad input: one line from Prefect, the message again from `guarded`
     params = load_params(args.params)
     others = [n for n in [*BUILTIN_DATASETS, *params.data.custom] if n not in params.datasets]
     known = [*params.datasets, *others]

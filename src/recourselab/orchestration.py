@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recourselab.errors import RecourselabError
+from recourselab.errors import RecourselabError, quiet_known_tracebacks
 from recourselab.io import FILE_MODE, sha256_file
 
 log = logging.getLogger(__name__)
@@ -274,6 +274,7 @@ def worker_logging(level: int) -> None:
         logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False  # the worker's root logger may have handlers of its own
+    quiet_known_tracebacks()  # the worker's Prefect loggers report a task's bad input in one line
 
 
 def task_runner(orchestration: Any) -> Any:
