@@ -63,5 +63,6 @@ def test_a_class_with_fewer_rows_than_folds_is_named(moons_small):
     train, val, _ = moons_small
     keep = np.r_[np.flatnonzero(train.y == 0), np.flatnonzero(train.y == 1)[:2]]
     ctx = FitContext(X_val=val.X, y_val=val.y, seed=0, n_classes=2)
-    with pytest.raises(DataError, match=r"model 'knn': class 1 has 2 tuning rows, fewer than the 3 CV folds"):
+    with pytest.raises(DataError, match=r"model 'knn': class 1 has 2 tuning rows, fewer than the 3 CV folds "
+                                        r"\(tune_ensemble\.cv_folds\)"):
         cross_validate("knn", {"n_neighbors": 3}, Split(train.X[keep], train.y[keep]), ctx, folds=3)

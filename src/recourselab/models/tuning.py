@@ -56,7 +56,7 @@ def cross_validate(name: str, params: Mapping[str, Any], train: Split, ctx: FitC
     counts = np.bincount(train.y, minlength=ctx.n_classes)
     if counts.min() < folds:
         raise DataError(f"model {name!r}: class {int(counts.argmin())} has {int(counts.min())} tuning rows, fewer than "
-                        f"the {folds} CV folds (models.cv_folds); lower cv_folds or use more rows")
+                        f"the {folds} CV folds (tune_ensemble.cv_folds); lower cv_folds or use more rows")
     cv_ctx = dataclasses.replace(ctx, tuning=True)
     scores = []
     splitter = StratifiedKFold(folds, shuffle=True, random_state=ctx.seed)
