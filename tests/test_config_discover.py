@@ -57,6 +57,7 @@ def test_unknown_model_lists_the_valid_ones():
         ({"target": {"a": 0}}, r"discover\.target\.a: .*greater than 0"),
         ({"solver": {"strategy": "annealing"}}, r"discover\.solver\.strategy: Input should be 'monte_carlo' or"),
         ({"solver": {"delta": 0.5}}, r"discover\.solver\.delta: .*less than 0\.5"),
+        ({"solver": {"delta": 0}}, r"discover\.solver\.delta: .*greater than 0"),
         ({"solver": {"eta_l": 0.9, "eta_r": 0.5}}, r"eta_l \(0\.9\) must not exceed eta_r \(0\.5\)"),
         ({"solver": {"edit_numerical": False, "edit_categorical": False}}, r"cannot both be False"),
         ({"solver": {"actionability": {"age": "up"}}}, r"discover\.solver\.actionability\.age: Input should be"),

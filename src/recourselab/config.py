@@ -357,7 +357,7 @@ class DiscoverSolverParams(StrictModel):
     max_iter: int = Field(default=100, ge=0, description="T, outer iterations")
     strategy: Literal["monte_carlo", "genetic"] = "monte_carlo"
     recombine: bool = Field(default=True, description="also score the row-wise recombination of candidates")
-    delta: float = Field(default=0.01, ge=0, lt=0.5, description="trimming of the objective and of the UCLs")
+    delta: float = Field(default=0.01, gt=0, lt=0.5, description="trimming of the objective and of the UCLs")
     alpha: float = Field(default=0.05, gt=0, lt=1, description="confidence level of the certificate")
     U_x: float | None = Field(default=None, gt=0, description="threshold on UCL_x; null: calibrated")
     U_y: float | None = Field(default=None, gt=0, description="threshold on UCL_y; null: calibrated")

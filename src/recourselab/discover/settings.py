@@ -88,7 +88,8 @@ class DiscoverSettings:
 
     Objective and certification (squared units)
     -------------------------------------------
-    delta : trimming constant of the objective and of the UCLs, in [0, 1/2). Default 0.01
+    delta : trimming constant of the objective and of the UCLs, in (0, 1/2) (the spec's range: at 0
+        the band would reach the sample extremes, which bound nothing). Default 0.01
         (nearly untrimmed: the DKW bands reach the sample extremes, so the solver must move
         the tails too; the reported OT(x), OT(y) use ``metric_delta``).
     alpha : confidence level of the certificate; the output-side band has level alpha, each of
@@ -229,7 +230,7 @@ class DiscoverSettings:
         checks = [
             ("n_projections", self.n_projections >= 1), ("top_k", self.top_k >= 1), ("h", self.h >= 1),
             ("trials", self.trials >= 1), ("max_iter", self.max_iter >= 0),
-            ("delta", 0.0 <= self.delta < 0.5), ("alpha", 0.0 < self.alpha < 1.0),
+            ("delta", 0.0 < self.delta < 0.5), ("alpha", 0.0 < self.alpha < 1.0),
             ("U_x", self.U_x is None or self.U_x > 0), ("U_y", self.U_y is None or self.U_y > 0),
             ("U_x_margin", self.U_x_margin >= 0), ("U_y_margin", self.U_y_margin >= 0),
             ("eta_l", 0.0 <= self.eta_l <= self.eta_r <= 1.0), ("kappa", 0.0 <= self.kappa < 1.0),
