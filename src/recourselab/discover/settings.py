@@ -88,8 +88,7 @@ class DiscoverSettings:
 
     Objective and certification (squared units)
     -------------------------------------------
-    delta : trimming constant of the objective and of the UCLs, in (0, 1/2) (the spec's range: at 0
-        the band would reach the sample extremes, which bound nothing). Default 0.01
+    delta : trimming constant of the objective and of the UCLs, in (0, 1/2) as the spec requires. Default 0.01
         (nearly untrimmed: the DKW bands reach the sample extremes, so the solver must move
         the tails too; the reported OT(x), OT(y) use ``metric_delta``).
     alpha : confidence level of the certificate; the output-side band has level alpha, each of
