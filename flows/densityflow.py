@@ -21,7 +21,6 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from recourselab import __version__
 from recourselab.config import Params, section_hash
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
@@ -34,6 +33,7 @@ from recourselab.models.ensemble import MANIFEST, read_manifest
 from recourselab.orchestration import (
     SeedResult,
     code_fingerprint,
+    code_provenance,
     dir_fingerprint,
     limit_threads,
     pick_device,
@@ -119,7 +119,7 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     timing = {"fit_time_s": fit_time, "train_flow_time_s": time.perf_counter() - start, "combinations": len(combos),
               "selection_queries": box.used("selection") if box is not None else 0}
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "step": "train_flow",
-                  "params_hash": section_hash(section), "code_version": __version__, "code_hash": code}
+                  "params_hash": section_hash(section), **code_provenance(code)}
     writers = {"train_log.parquet": lambda p: write_parquet(p, best.log_.frame(), provenance)}
     return stage_artifacts(Path(staging_root) / "train_flow" / dataset / f"seed={seed}",
                            {**writers, **_model_writers(best), "selection.json": lambda p: write_json(p, selection),
@@ -196,7 +196,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     for name, labels in zip(out.member_names, out.member_labels, strict=True):
         table[f"label__{name}"] = labels
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "params_hash": section_hash(section),
-                  "code_version": __version__, "code_hash": code}
+                  **code_provenance(code)}
     shown_rows = q[:TRAJECTORY_ROWS]
     figures = densityflow_figures(metrics, X=X, y=y, trajectories=paths,
                                   factuals=None if paths is None else Xte[shown_rows], counterfactuals=path_ends,

@@ -21,7 +21,6 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from recourselab import __version__
 from recourselab.config import DiscoverTargetParams, Params, section_hash
 from recourselab.data import ROW_ID, load_prepared
 from recourselab.discover import Discover, DiscoverSettings, make_target, sample_factuals
@@ -33,6 +32,7 @@ from recourselab.models.ensemble import MANIFEST, read_manifest
 from recourselab.orchestration import (
     SeedResult,
     code_fingerprint,
+    code_provenance,
     dir_fingerprint,
     limit_threads,
     run_tasks,
@@ -95,7 +95,7 @@ def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], up
                "units": result.metrics.get("units", "")}
     provenance = {"dataset": dataset, "seed": seed, "model": model, "method": result.method, "split": section["split"],
                   "target": result.target, "feasible": result.feasible, "params_hash": section_hash(section),
-                  "code_version": __version__, "code_hash": code, "upstream": upstream, "n_threads": n_threads}
+                  **code_provenance(code), "upstream": upstream, "n_threads": n_threads}
     table = counterfactual_table(result, schema, row_ids[idx])
     frame = result.log.copy()
     frame["row_scores"] = list(result.row_scores)

@@ -8,12 +8,18 @@ from typing import Any
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from recourselab import __version__
 from recourselab.config import Params, section_hash
 from recourselab.data import SPLITS, RawDataset, load_dataset, prepare_splits
 from recourselab.data.datasets import SCHEMA_FILE
 from recourselab.io import write_parquet
-from recourselab.orchestration import SeedResult, code_fingerprint, run_tasks, stage_artifacts, task_runner
+from recourselab.orchestration import (
+    SeedResult,
+    code_fingerprint,
+    code_provenance,
+    run_tasks,
+    stage_artifacts,
+    task_runner,
+)
 
 STEP = "prepare"
 
@@ -25,7 +31,7 @@ def prepare(*, dataset: str, seed: int, section: dict[str, Any], fingerprint: st
     """Split, fit the schema on train, encode; stage the Parquet files and ``schema.json``."""
     splits = prepare_splits(raw, seed, tuple(section["split"]))
     provenance = {"dataset": dataset, "seed": seed, "step": STEP, "params_hash": section_hash(section),
-                  "source_fingerprint": fingerprint, "code_version": __version__, "code_hash": code}
+                  "source_fingerprint": fingerprint, **code_provenance(code)}
     writers = {f"{s}.parquet": (lambda p, s=s: write_parquet(p, splits.tables[s], {**provenance, "split": s}))
                for s in SPLITS}
     writers[SCHEMA_FILE] = splits.schema.save

@@ -106,6 +106,24 @@ def code_fingerprint(*packages: str) -> str:
     return h.hexdigest()
 
 
+def code_provenance(code: str) -> dict[str, Any]:
+    """The provenance entries naming the code behind an artifact.
+
+    Parameters
+    ----------
+    code : the task's :func:`code_fingerprint`.
+
+    Returns
+    -------
+    dict
+        ``code_version`` (the package version), ``code_hash`` (``code``) and ``libraries``
+        (:func:`library_versions`), so two outputs made by different library versions say which.
+    """
+    from recourselab import __version__
+
+    return {"code_version": __version__, "code_hash": code, "libraries": library_versions()}
+
+
 def stage_artifacts(staging_dir: str | Path, writers: Mapping[str, Writer]) -> dict[str, Any]:
     """Write artifacts into a content-addressed staging directory.
 

@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 
 import flows.densityflow as df_module
+import recourselab
 from flows.prepare import run_prepare
 from flows.tune_ensemble import run_tune_ensemble
 from recourselab.io import read_json, read_provenance
+from recourselab.orchestration import library_versions
 
 
 def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
@@ -44,6 +46,7 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     assert len(pd.read_parquet(trained / "train_log.parquet")) == 4
     prov = read_provenance(trained / "train_log.parquet")
     assert (prov["step"], prov["seed"], len(prov["params_hash"]), len(prov["code_hash"])) == ("train_flow", 0, 64, 64)
+    assert prov["libraries"] == library_versions() and prov["code_version"] == recourselab.__version__
 
     df_module.run(df_module.distill_flow, params, flow_root=root["densityflow"], out_root=root["distill"], **common)
     report = read_json(root["distill"] / "moons" / "seed=0" / "distill.json")
@@ -59,7 +62,7 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     out = root["recourse"] / "moons" / "seed=0" / "counterfactuals.parquet"
     table = pd.read_parquet(out)
     assert len(table) == 25 and {"row_id", "target", "cost_l2", "label__knn", "cf_original__x0"} <= set(table)
-    assert read_provenance(out)["method"] == "densityflow"
+    assert read_provenance(out)["method"] == "densityflow" and read_provenance(out)["libraries"] == library_versions()
     assert "label__lightgbm" not in table
     summary = read_json(root["metrics"] / "moons" / "densityflow.json")
     seed0 = summary["per_seed"]["0"]

@@ -11,6 +11,7 @@ from flows.prepare import run_prepare
 from flows.tune_ensemble import run_tune_ensemble
 from recourselab.errors import ConfigError
 from recourselab.io import read_json, read_provenance
+from recourselab.orchestration import library_versions
 from recourselab.report.discover_plots import FIGURES
 
 N = 15
@@ -58,6 +59,7 @@ def test_discover_flow_writes_outputs_and_is_cached(tmp_path, tiny, monkeypatch)
     prov = read_provenance(out / "counterfactuals.parquet")
     assert (prov["dataset"], prov["model"], prov["seed"], prov["method"]) == ("moons", "lightgbm", 1, "discover")
     assert prov["target"]["kind"] == "beta" and prov["target"]["seed"] == 1 and len(prov["params_hash"]) == 64
+    assert prov["libraries"] == library_versions()  # an auditor sees which versions made the file
     seed_dirs = [root[k] / "moons" / "seed=1" for k in ("prepared", "ensemble")]
     assert prov["upstream"] == discover_module._current_upstream(  # what decides a later summary's subset
         discover_module.dir_fingerprint(seed_dirs[0]), seed_dirs[1], "lightgbm") and prov["n_threads"] == 1

@@ -9,6 +9,7 @@ import yaml
 
 from recourselab.config import dump_params, render_profile
 from recourselab.io import read_provenance
+from recourselab.orchestration import library_versions
 from stages import prepare
 
 
@@ -37,6 +38,7 @@ def test_main_writes_every_seed(tmp_path):
         prov = read_provenance(d / "train.parquet")
         assert prov["dataset"] == "circles" and prov["seed"] == seed and prov["split"] == "train"
         assert len(prov["params_hash"]) == 64
+        assert prov["libraries"] == library_versions() and prov["libraries"]["torch"] != "absent"
 
 
 def test_bad_input_fails_cleanly_and_keeps_artifacts(tmp_path, caplog):
