@@ -737,3 +737,23 @@ def test_load_refuses_weights_from_another_save(moons, trained, ensemble, tmp_pa
     with pytest.raises(ArtifactError, match=r"generator\.pt is not the weights file that densityflow\.json"):
         DensityFlow.load(tmp_path / "a", schema=moons.schema)
     assert DensityFlow.load(tmp_path / "b", schema=moons.schema).queries_used_ == 16
+
+
+def test_distillation_keeps_the_noise_class(moons, trained, ensemble, tmp_path):
+    """The anchor is the full NCE loss: box points stay noise and S stays put on real rows."""
+    X, y = moons.arrays("train")
+    Xte, yte = (torch.as_tensor(a.copy()) for a in moons.arrays("test"))
+    model = _copy(trained, tmp_path)
+    box = (torch.rand(4000, X.shape[1], generator=torch.Generator().manual_seed(0)) * 2 - 1) * model.C
+
+    def noise_share_and_median_score():
+        with torch.no_grad():
+            share = (model.surrogate.labels(box) == model.n_classes).float().mean().item()
+            return share, model.surrogate.score(Xte.float(), yte).median().item()
+
+    share0, score0 = noise_share_and_median_score()
+    model.with_settings(distill_epochs=20, distill_inner=3, distill_points=8, distill_replay=True, distill_gen_steps=2)
+    assert model.distill(ensemble, X, y, budget=480) == 480
+    share1, score1 = noise_share_and_median_score()
+    assert share0 > 0.5 and share1 > share0 - 0.1, (share0, share1)
+    assert abs(score1 - score0) < 1.0, (score0, score1)

@@ -455,9 +455,7 @@ class DensityFlow:
             for start in range(0, len(perm), cfg.batch_size):
                 idx = perm[start:start + cfg.batch_size]
                 xb, yb = Xt[idx], yt[idx]
-                n_noise = max(1, round(cfg.noise_ratio * len(idx)))
-                noise = ((torch.rand(n_noise, Xt.shape[1], generator=gen) * 2 - 1) * self.C).to(self.device)
-                nce = self.surrogate.nce_loss(xb, yb, noise, cfg.lambda_noise)
+                nce = self.surrogate.nce_loss(xb, yb, self._box_noise(len(idx), Xt.shape[1], gen), cfg.lambda_noise)
                 opt_phi.zero_grad()
                 nce.backward()
                 opt_phi.step()
@@ -536,6 +534,12 @@ class DensityFlow:
         return epoch + 1
 
     # ------------------------------------------------------------------ distillation
+    def _box_noise(self, n_rows: int, d: int, gen: torch.Generator) -> torch.Tensor:
+        """NCE noise for a batch of ``n_rows`` real rows: ``noise_ratio`` times as many (at least one)
+        uniform points in the box [-C, C]^d. Shape (max(1, round(r * n_rows)), d)."""
+        n_noise = max(1, round(self.config.noise_ratio * n_rows))
+        return ((torch.rand(n_noise, d, generator=gen) * 2 - 1) * self.C).to(self.device)
+
     def distill(self, oracle: Any, X: np.ndarray, y: np.ndarray, *, budget: int = 500,
                 budget_name: str = DISTILL_BUDGET) -> int:
         """Align the surrogate with a black-box ``oracle`` using at most ``budget`` queried rows.
@@ -543,7 +547,8 @@ class DensityFlow:
         Support points are the flow's end states for training queries; their labels are the
         oracle's mean probability of y*. Loss on the surrogate: squared error of its y*
         probability (both proxies; with ``distill_replay`` over every support point queried so
-        far) + CE on real rows; after each epoch's ``distill_inner`` surrogate steps,
+        far) + the NCE loss on real rows and box noise (as in ``fit``, so the surrogate forgets
+        neither the classes nor the noise class); after each epoch's ``distill_inner`` surrogate steps,
         ``distill_gen_steps`` generator steps with the distilled surrogate. Stops when the
         budget (or the oracle's own limit on ``budget_name``) is spent, after the generator
         steps of the last (partial) epoch. Returns the number of rows this call queried;
@@ -644,7 +649,10 @@ class DensityFlow:
                     z, target, y_bar = (torch.cat(parts) for parts in zip(*support, strict=True))
                 real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
                 fit_loss = ((self.surrogate.target_proba(z, target) - y_bar) ** 2).mean(dim=1).sum()
-                anchor = self.surrogate.nce_loss(Xt[real], yt[real], Xt.new_zeros(0, Xt.shape[1]))
+                # The anchor is the full NCE loss, noise included: CE on real rows alone lets the
+                # noise class fade (moons: box points called noise 0.79 -> 0.49) and S drift upwards.
+                anchor = self.surrogate.nce_loss(Xt[real], yt[real], self._box_noise(len(real), Xt.shape[1], gen),
+                                                 cfg.lambda_noise)
                 opt_phi.zero_grad()
                 (fit_loss + anchor).backward()
                 opt_phi.step()
