@@ -101,6 +101,8 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     with limit_threads(n_threads):
         box = _ensemble(ensemble_dir, prepared.schema, members, seed=seed) if len(combos) > 1 else None
         Xv, yv = prepared.arrays("val")
+        # One val query set scores every combination (queried once, not once per combination).
+        q = query_set(box.query(Xv, budget="selection"), yv, 400, seed=seed) if box is not None else None
         for combo in combos:
             model = DensityFlow(schema=prepared.schema, device=device, **flow_settings(section, seed, **combo))
             fit_start = time.perf_counter()
@@ -108,7 +110,6 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
             model_fit_time = time.perf_counter() - fit_start
             score = None
             if box is not None:
-                q = query_set(box.query(Xv, budget="selection"), yv, 400, seed=seed)
                 res = model.generate(Xv[q], target=_flip(yv[q], prepared.schema.n_classes))
                 score = validity_metrics(box.query(res.counterfactuals, budget="selection"), res.target)[
                     "mean_per_model"]
