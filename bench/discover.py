@@ -141,7 +141,7 @@ def factual_sample(X: np.ndarray, scores: np.ndarray, n: int, seed: int = 0) -> 
     """``n`` rows the model predicts unfavourable (b < 0.5), sampled without replacement when
     there are enough; else the ``n`` lowest-scoring rows; beyond the data size, unfavourable
     rows drawn with replacement (speed benchmark only)."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, 6])  # the stream of sample_factuals
     pool = np.flatnonzero(scores < 0.5)
     if len(pool) >= n:
         return X[np.sort(rng.choice(pool, n, replace=False))]

@@ -206,7 +206,8 @@ def test_dce_resampled_directions_recheck_the_result_on_its_own_directions(toy, 
 
 def test_dce_counts_each_iterate_once(toy, mlp):
     res = DCE(mlp, schema=toy.schema, max_iter=5, stop="stalled", patience=100).explain(toy.factuals, TARGET)
-    # the factuals, each of the 5 gradient iterates (one model pass: scores and gradient), the returned rows
+    # every model pass counts: the factuals' scores, then one pass (scores and gradient) for the
+    # factuals (t = 0) and for each of the 5 gradient iterates, and the returned rows
     assert res.metrics["iterations_run"] == 5
-    assert res.queries == 40 + 5 * 40 + 40
-    assert res.log["queries"].tolist() == [40 + t * 40 for t in range(6)]
+    assert res.queries == 40 + 6 * 40 + 40
+    assert res.log["queries"].tolist() == [40 + (t + 1) * 40 for t in range(6)]

@@ -20,6 +20,15 @@ def test_unfavourable_pool_is_sampled_without_replacement_and_seeded():
     assert (scores[everything] >= 0.5).any()
 
 
+def test_the_sample_does_not_share_the_stream_of_a_target_with_the_same_seed():
+    # a target of seed s draws from default_rng(s); the same stream would tie the rows to the target values
+    scores = np.random.default_rng(0).random(200)
+    pool = np.flatnonzero(scores < 0.5)
+    for seed in (0, 1, 2):
+        shared = np.sort(np.random.default_rng(seed).choice(pool, 30, replace=False))
+        assert not np.array_equal(sample_factuals(scores, 30, seed=seed), shared)
+
+
 def test_small_pools_fall_back_to_the_lowest_scores():
     scores = np.array([0.9, 0.1, 0.8, 0.7, 0.4, 0.95])
     assert sample_factuals(scores, 3).tolist() == [1, 3, 4]  # only 2 rows below 0.5

@@ -45,7 +45,7 @@ def _objective(toy, X, eta, settings: DiscoverSettings, theta=None):
     the directions (default: the run's fixed set)."""
     n, d = X.shape
     if theta is None:
-        theta = random_directions(d, settings.n_projections, np.random.default_rng([settings.seed, 0]))
+        theta = random_directions(d, settings.n_projections, np.random.default_rng([settings.seed, 4]))
     ystar = TARGET.values(n)
     ref_x = np.sort((toy.factuals @ theta.T).T, axis=1)
     y = toy.model.predict_proba(X)[:, 1]
@@ -434,13 +434,23 @@ def test_eta_rule_and_confidence_limits_are_wired_through_the_iterations(toy):
 
 def test_resampled_directions_are_fresh_per_iteration_seeded_and_off_by_default():
     fixed, fresh = DiscoverSettings(), DiscoverSettings(resample_directions=True)
-    first = random_directions(5, 10, np.random.default_rng([0, 0]))
+    first = random_directions(5, 10, np.random.default_rng([0, 4]))
     assert all(np.array_equal(directions_at(5, fixed, t), first) for t in (0, 1, 7))
     assert np.array_equal(directions_at(5, fresh, 0), first)  # the first iteration keeps the run's set
     sets = [directions_at(5, fresh, t) for t in (1, 2, 3)]
     assert not any(np.allclose(a, b) for i, a in enumerate([first, *sets]) for b in sets[i:] if a is not b)
     assert np.array_equal(directions_at(5, fresh, 2), sets[1])  # seeded: the same set again
     assert np.allclose(np.linalg.norm(sets[0], axis=1), 1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_the_run_directions_are_not_the_stream_of_the_target_or_the_sample(seed):
+    # default_rng([seed, 0]) is default_rng(seed) (SeedSequence drops trailing zeros): the stream a
+    # target of the same seed draws from; the directions must come from a stream of their own
+    s = DiscoverSettings(seed=seed)
+    shared = random_directions(5, s.n_projections, np.random.default_rng(seed))
+    assert np.array_equal(random_directions(5, s.n_projections, np.random.default_rng([seed, 0])), shared)
+    assert not np.allclose(directions_at(5, s, 0), shared)
 
 
 def test_resampled_runs_score_each_iterate_on_its_own_directions(toy):

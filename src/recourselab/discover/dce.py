@@ -171,15 +171,12 @@ class DCE:
                 theta = directions_at(d, s, t)
                 ref_x, theta_t = sorted_projections(Xf, theta), torch.as_tensor(theta)
                 U_x = input_threshold(ref_x, s)
-            # one model pass per iterate gives its scores and, below, their gradient; the
-            # factuals (t = 0) were scored by prepare_run
+            # one model pass per iterate gives its scores and, below, their gradient; every pass
+            # counts, the one at t = 0 too, although prepare_run scored the factuals already
             Xt = torch.tensor(X, dtype=torch.float64, requires_grad=True)
             proba = self.model.proba_tensor(Xt)
-            if t == 0:
-                y = yf
-            else:
-                y = checked_scores(proba.detach().numpy(), n, self.schema)
-                self.queries += n
+            self.queries += n
+            y = yf if t == 0 else checked_scores(proba.detach().numpy(), n, self.schema)
             m = match(X @ theta.T, ref_x, y, ref_y, w)
             _, qx, qy = m.objective(0.0)
             ucl_x = ucl_sw2(m.sorted_x, ref_x, s.delta, s.alpha)

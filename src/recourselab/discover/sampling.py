@@ -26,7 +26,8 @@ def sample_factuals(scores: np.ndarray, n: int, *, seed: int = 0, pool: Literal[
     ----------
     scores : model scores b(x) = P(favourable) of the candidate rows, shape (m,).
     n : sample size.
-    seed : seed of the draw (same seed, same rows).
+    seed : seed of the draw (same seed, same rows), stream ``[seed, 6]``: not ``default_rng(seed)``,
+        which a target of the same seed draws from.
     pool : ``"unfavourable"``: rows with ``scores < threshold`` (the paper); ``"all"``: every row.
     threshold : decision threshold of the unfavourable pool.
 
@@ -44,7 +45,7 @@ def sample_factuals(scores: np.ndarray, n: int, *, seed: int = 0, pool: Literal[
         raise DataError(f"the factual sample needs an integer n >= 1 rows, got {n!r}")
     if pool not in ("unfavourable", "all"):
         raise DataError(f"unknown factual pool {pool!r}; valid: unfavourable, all")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, 6])
     candidates = np.flatnonzero(scores < threshold) if pool == "unfavourable" else np.arange(len(scores))
     if len(candidates) >= n:
         return np.sort(rng.choice(candidates, n, replace=False)).astype(np.int64)

@@ -260,10 +260,12 @@ def holdout_certified_x(X: np.ndarray, Xf: np.ndarray, s: DiscoverSettings, *, s
 
 
 def directions_at(d: int, s: DiscoverSettings, t: int) -> np.ndarray:
-    """The N directions (N, d) of outer iteration ``t``: the run's one set (from ``seed``), or with
-    ``resample_directions`` a fresh set for every iteration after the first (from ``seed`` and ``t``)."""
+    """The N directions (N, d) of outer iteration ``t``: the run's one set (stream ``[seed, 4]``), or
+    with ``resample_directions`` a fresh set for every iteration after the first (``[seed, 2, t]``).
+    Not ``[seed, 0]``: numpy's SeedSequence drops trailing zeros, so that would be the stream of
+    ``default_rng(seed)``, which a target or factual sample of the same seed may use."""
     if t == 0 or not s.resample_directions:
-        return random_directions(d, s.n_projections, np.random.default_rng([s.seed, 0]))
+        return random_directions(d, s.n_projections, np.random.default_rng([s.seed, 4]))
     return random_directions(d, s.n_projections, np.random.default_rng([s.seed, 2, t]))
 
 
