@@ -204,7 +204,7 @@ def test_dce_resampled_directions_recheck_the_result_on_its_own_directions(toy, 
     assert not np.allclose(fixed.log["OT_x"].to_numpy()[1:], res.log["OT_x"].to_numpy()[1:len(fixed.log)])
 
 
-def test_dce_counts_each_iterate_once(toy, mlp):
+def test_dce_counts_every_model_pass(toy, mlp):
     res = DCE(mlp, schema=toy.schema, max_iter=5, stop="stalled", patience=100).explain(toy.factuals, TARGET)
     # every model pass counts: the factuals' scores, then one pass (scores and gradient) for the
     # factuals (t = 0) and for each of the 5 gradient iterates, and the returned rows
