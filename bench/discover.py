@@ -76,6 +76,7 @@ from recourselab.discover import (  # noqa: E402
     NotCertifiedWarning,
     fit_torch_mlp,
     make_target,
+    sample_factuals,
 )
 from recourselab.discover.metrics import sw2_reference, w2_reference  # noqa: E402
 from recourselab.discover.solver import holdout_certified_x  # noqa: E402
@@ -142,16 +143,13 @@ def fit(name: str, prepared: Any, params: Params) -> Any:
 
 
 def factual_sample(X: np.ndarray, scores: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
-    """``n`` rows the model predicts unfavourable (b < 0.5), sampled without replacement when
-    there are enough; else the ``n`` lowest-scoring rows; beyond the data size, unfavourable
-    rows drawn with replacement (speed benchmark only)."""
-    rng = np.random.default_rng([seed, 6])  # the stream of sample_factuals
-    pool = np.flatnonzero(scores < 0.5)
-    if len(pool) >= n:
-        return X[np.sort(rng.choice(pool, n, replace=False))]
+    """``n`` rows as :func:`sample_factuals` draws them (predicted unfavourable, b < 0.5, without
+    replacement; else the ``n`` lowest-scoring rows); beyond the data size, unfavourable rows drawn
+    with replacement from the same stream (speed benchmark only)."""
     if len(X) >= n:
-        return X[np.sort(np.argsort(scores, kind="stable")[:n])]
-    return X[np.sort(rng.choice(pool, n, replace=True))]
+        return X[sample_factuals(scores, n, seed=seed)]
+    rng = np.random.default_rng([seed, 6])  # sample_factuals' stream
+    return X[np.sort(rng.choice(np.flatnonzero(scores < 0.5), n, replace=True))]
 
 
 def run(model: Any, schema: Any, factuals: np.ndarray, **settings: Any) -> tuple[Any, float]:
