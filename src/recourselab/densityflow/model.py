@@ -332,6 +332,12 @@ class DensityFlow:
             return 1 - y
         return (y + torch.randint(1, k, y.shape, generator=gen).to(y.device)) % k  # gen lives on the CPU
 
+    def _box_noise(self, n_rows: int, d: int, gen: torch.Generator) -> torch.Tensor:
+        """NCE noise for a batch of ``n_rows`` real rows: ``noise_ratio`` times as many (at least one)
+        uniform points in the box [-C, C]^d. Shape (max(1, round(r * n_rows)), d)."""
+        n_noise = max(1, round(self.config.noise_ratio * n_rows))
+        return ((torch.rand(n_noise, d, generator=gen) * 2 - 1) * self.C).to(self.device)
+
     def _require_fit(self) -> None:
         if self.surrogate is None:
             raise RecourselabError("DensityFlow is not fitted: call fit() or load() first")
@@ -534,12 +540,6 @@ class DensityFlow:
         return epoch + 1
 
     # ------------------------------------------------------------------ distillation
-    def _box_noise(self, n_rows: int, d: int, gen: torch.Generator) -> torch.Tensor:
-        """NCE noise for a batch of ``n_rows`` real rows: ``noise_ratio`` times as many (at least one)
-        uniform points in the box [-C, C]^d. Shape (max(1, round(r * n_rows)), d)."""
-        n_noise = max(1, round(self.config.noise_ratio * n_rows))
-        return ((torch.rand(n_noise, d, generator=gen) * 2 - 1) * self.C).to(self.device)
-
     def distill(self, oracle: Any, X: np.ndarray, y: np.ndarray, *, budget: int = 500,
                 budget_name: str = DISTILL_BUDGET) -> int:
         """Align the surrogate with a black-box ``oracle`` using at most ``budget`` queried rows.
