@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,7 +17,7 @@ from recourselab.discover import (
     UnknownStrategyError,
     make_target,
 )
-from recourselab.discover.certify import eta_rule, first_certified, ucl_sw2
+from recourselab.discover.certify import eta_rule, first_certified, ucl_sw2, ucl_w2
 from recourselab.discover.ot import match, random_directions, trim_weights
 from recourselab.discover.solver import directions_at, holdout_certified_x, input_threshold
 from recourselab.errors import ConfigError, DataError, RecourselabError
@@ -515,6 +517,31 @@ def test_thresholds_that_can_never_certify_are_rejected_up_front(toy):
     with pytest.raises(DataError, match="U_y is 0"):
         Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_y_margin": 0.0})).explain(
             toy.factuals, make_target("constant"))
+
+
+def test_the_output_threshold_never_lets_the_unedited_factuals_pass(toy, caplog):
+    near = make_target("shift", delta=0.02)  # the factual scores barely moved: the floor + margin covers them
+
+    def run(**kw):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NotCertifiedWarning)
+            return Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"max_iter": 3} | kw)).explain(
+                toy.factuals, near)
+
+    with caplog.at_level("INFO", logger="recourselab.discover.solver"):
+        res = run()
+    start = res.log["UCL_y"].iloc[0]  # iteration 0 is the unedited factual sample
+    floor = ucl_w2(np.sort(res.target_values), np.sort(res.target_values), DiscoverSettings().delta, 0.05)
+    assert start < floor + DiscoverSettings().U_y_margin  # the uncapped threshold would certify no change
+    assert res.metrics["U_y"] == start and not res.log["feasible"].iloc[0]
+    assert "U_y capped at the unedited factuals' UCL_y" in caplog.text
+    far = _run(toy)  # the beta target is far from the factual scores: the floor + margin rule stands
+    assert far.metrics["U_y"] == pytest.approx(
+        ucl_w2(np.sort(far.target_values), np.sort(far.target_values), 0.01, 0.05) + 0.15, abs=1e-12)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="recourselab.discover.solver"):
+        given = run(U_y=5.0)
+    assert given.metrics["U_y"] == 5.0 and "already pass the output threshold" in caplog.text
 
 
 @pytest.mark.parametrize("solver", ["discover", "dce"])

@@ -98,7 +98,9 @@ class DiscoverSettings:
         sample plus a relative budget (the floor scales with the data's spread and shrinks
         with n, so a fixed number cannot fit every dataset and sample size).
     U_y : threshold on UCL_y (squared). ``None``: ``UCL_y(y*, y*) + U_y_margin``, the floor
-        of a perfect output match plus an absolute budget (scores live in [0, 1]).
+        of a perfect output match plus an absolute budget (scores live in [0, 1]), capped at
+        the unedited factuals' own ``UCL_y(b(X'), y*)`` so that the certificate always asks
+        for an improvement on them (a given ``U_y`` they already pass is logged as a warning).
     U_x_margin : relative input-side budget used when ``U_x`` is None. Default 0.25.
     U_y_margin : absolute output-side budget (squared score units) used when ``U_y`` is None.
         Default 0.15 (at n = 50 this certifies roughly OT(y) <= 0.15-0.2).

@@ -220,16 +220,38 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
     theta = directions_at(d, s, 0)
     ref_x, ref_y = sorted_projections(Xf, theta), np.sort(ystar)
     U_x = input_threshold(ref_x, s)
-    U_y = s.U_y if s.U_y is not None else ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
+    U_y = output_threshold(np.sort(yf), ref_y, s)
     if not U_x > 0:
         raise DataError(f"the calibrated input threshold U_x is 0: the {n} factual rows are identical, so their "
                         "confidence band has no width and UCL_x < U_x can never hold; pass U_x (> 0) or "
                         "factual rows that differ")
     if not U_y > 0:
-        raise DataError("the calibrated output threshold U_y is 0 (a constant target with U_y_margin 0), so "
-                        "UCL_y < U_y can never hold; set U_y_margin > 0 or pass U_y (> 0)")
+        raise DataError("the calibrated output threshold U_y is 0 (a constant target with U_y_margin 0, or factual "
+                        "scores that already equal the target), so UCL_y < U_y can never hold; set U_y_margin > 0, "
+                        "pass U_y (> 0) or a target the factuals do not already meet")
     return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
                     ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y), space=space)
+
+
+def output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettings) -> float:
+    """U_y for the sorted factual scores ``yf_sorted`` (n,) and sorted targets ``ref_y`` (n,).
+
+    ``s.U_y`` if given, else ``min(UCL_y(y*, y*) + U_y_margin, UCL_y(b(X'), y*))``: the floor of
+    a perfect output match plus the margin, but never above the unedited factuals' own UCL_y,
+    so the output certificate always asks for an improvement on the factuals (a threshold
+    they already pass would certify nothing). A threshold the factuals pass is logged.
+    """
+    start = ucl_w2(yf_sorted, ref_y, s.delta, s.alpha)
+    if s.U_y is not None:
+        if start < s.U_y:
+            logger.warning("the unedited factuals already pass the output threshold (UCL_y %.4g < U_y %.4g): "
+                           "the output certificate asks for no change", start, s.U_y)
+        return float(s.U_y)
+    calibrated = ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
+    if start < calibrated:
+        logger.info("U_y capped at the unedited factuals' UCL_y %.4g (floor + U_y_margin = %.4g), so that "
+                    "the output certificate asks for an improvement", start, calibrated)
+    return float(min(calibrated, start))
 
 
 def input_threshold(ref_x: np.ndarray, s: DiscoverSettings) -> float:
