@@ -186,11 +186,22 @@ class _ConstantModel:
 def test_a_model_no_edit_can_move_is_never_reported_certified(toy):
     # every edit raises OT(x) and leaves the outputs alone, so the unedited sample is the best one;
     # proposals identical to the current rows (rounded or clipped back) must not count as edits
-    with pytest.warns(NotCertifiedWarning):
-        res = Discover(_ConstantModel(), schema=toy.schema, **FAST).explain(toy.factuals, TARGET)
+    with pytest.warns(NotCertifiedWarning, match="output side violated.*no candidate improved Q in the last 12 "):
+        res = Discover(_ConstantModel(), schema=toy.schema, **(FAST | {"max_iter": 12})).explain(toy.factuals, TARGET)
     assert res.feasible is False and res.metrics["edited_rows"] == 0
     assert np.array_equal(res.counterfactuals, res.factuals)
     assert (res.log["edited_rows"] == 0).all() and not res.log["accepted"].any()
+    assert res.metrics["last_accepted_iteration"] is None
+
+
+def test_the_last_accepted_iteration_is_reported_and_a_busy_run_is_not_called_stalled(toy):
+    with pytest.warns(NotCertifiedWarning) as caught:  # thresholds no run can meet: the search runs to T
+        res = _run(toy, U_x=1e-6, U_y=1e-6, max_iter=12)
+    accepted = res.log.loc[res.log["accepted"], "iteration"]
+    assert len(accepted) > 0 and res.metrics["last_accepted_iteration"] == accepted.iloc[-1]
+    message = str(caught[0].message)
+    assert "input and output side violated" in message
+    assert ("stalled" in message) == (12 - 1 - accepted.iloc[-1] >= 10)
 
 
 class _BadModel:

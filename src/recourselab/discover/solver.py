@@ -553,14 +553,13 @@ class Discover:
                 break
             X[rows], y[rows] = old_x, old_y
         feasible = bool(records[best]["feasible"] and records[best]["edited_rows"] > 0)
+        accepted_at = [rec["iteration"] for rec in records if rec["accepted"]]
         if not feasible:
-            warnings.warn(f"DISCOVER found no certified feasible iterate in {len(records) - 1} iterations "
-                          f"(last UCL_x={records[-1]['UCL_x']:.4g} vs U_x={records[-1]['U_x']:.4g}, UCL_y="
-                          f"{records[-1]['UCL_y']:.4g} vs U_y={U_y:.4g}); returning the last iterate "
-                          "with feasible=False", NotCertifiedWarning, stacklevel=2)
+            warnings.warn(not_certified_message(records, U_y, accepted_at), NotCertifiedWarning, stacklevel=2)
         metrics = result_metrics(X, Xf, y, ystar, self.schema, s, records[best], records[best]["U_x"], U_y, eta)
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
+        metrics["last_accepted_iteration"] = accepted_at[-1] if accepted_at else None
         metrics["first_certified_iteration"] = certified[0] if certified else None
         if s.stop == "ot_y":
             metrics["stop_ot_y_reached"] = stop_level_reached(s, feasible, records[best]["OT_y_metric"])
@@ -580,6 +579,22 @@ def original_frame(schema: Schema, X: np.ndarray, factuals: Any) -> pd.DataFrame
     if isinstance(factuals, pd.DataFrame):
         frame.index = factuals.index
     return frame
+
+
+def not_certified_message(records: list[dict[str, Any]], U_y: float, accepted_at: list[int]) -> str:
+    """The warning of a run without a certified edited iterate: the violated side(s) at the end and,
+    when no candidate was accepted in the last quarter of the run (at least 10 searches), the stall."""
+    last, searches = records[-1], len(records) - 1
+    sides = [side for side, bad in (("input", last["UCL_x"] >= last["U_x"]), ("output", last["UCL_y"] >= U_y)) if bad]
+    text = (f"DISCOVER found no certified feasible iterate in {searches} iterations (last UCL_x={last['UCL_x']:.4g} "
+            f"vs U_x={last['U_x']:.4g}, UCL_y={last['UCL_y']:.4g} vs U_y={U_y:.4g}: "
+            f"{' and '.join(sides) + ' side violated' if sides else 'no edited iterate'})")
+    idle = searches - 1 - accepted_at[-1] if accepted_at else searches
+    if idle >= max(10, searches // 4):
+        text += (f"; the search stalled: no candidate improved Q in the last {idle} iterations, so the same top-k "
+                 "rows stayed editable (a larger step, h or top_k, or strategy='genetic', can move rows that one "
+                 "small edit cannot)")
+    return text + "; returning the last iterate with feasible=False"
 
 
 def stop_level_reached(s: DiscoverSettings, feasible: bool, ot_y_value: float) -> bool:
