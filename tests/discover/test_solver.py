@@ -528,6 +528,8 @@ def test_thresholds_that_can_never_certify_are_rejected_up_front(toy):
     with pytest.raises(DataError, match="U_y is 0"):
         Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_y_margin": 0.0})).explain(
             toy.factuals, make_target("constant"))
+    with pytest.raises(DataError, match="every factual score already equals the constant target"):
+        Discover(_ConstantModel(), schema=toy.schema, **FAST).explain(toy.factuals, make_target("constant", value=0.7))
 
 
 def test_the_output_threshold_never_lets_the_unedited_factuals_pass(toy, caplog):
@@ -542,13 +544,15 @@ def test_the_output_threshold_never_lets_the_unedited_factuals_pass(toy, caplog)
     with caplog.at_level("INFO", logger="recourselab.discover.solver"):
         res = run()
     start = res.log["UCL_y"].iloc[0]  # iteration 0 is the unedited factual sample
-    floor = ucl_w2(np.sort(res.target_values), np.sort(res.target_values), DiscoverSettings().delta, 0.05)
+    floor = ucl_w2(np.sort(res.target_values), np.sort(res.target_values), DiscoverSettings().delta,
+                   DiscoverSettings().alpha)
     assert start < floor + DiscoverSettings().U_y_margin  # the uncapped threshold would certify no change
     assert res.metrics["U_y"] == start and not res.log["feasible"].iloc[0]
     assert "U_y capped at the unedited factuals' UCL_y" in caplog.text
     far = _run(toy)  # the beta target is far from the factual scores: the floor + margin rule stands
     assert far.metrics["U_y"] == pytest.approx(
-        ucl_w2(np.sort(far.target_values), np.sort(far.target_values), 0.01, 0.05) + 0.15, abs=1e-12)
+        ucl_w2(np.sort(far.target_values), np.sort(far.target_values), DiscoverSettings().delta,
+               DiscoverSettings().alpha) + DiscoverSettings().U_y_margin, abs=1e-12)
     caplog.clear()
     with caplog.at_level("WARNING", logger="recourselab.discover.solver"):
         given = run(U_y=5.0)

@@ -225,10 +225,6 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
         raise DataError(f"the calibrated input threshold U_x is 0: the {n} factual rows are identical, so their "
                         "confidence band has no width and UCL_x < U_x can never hold; pass U_x (> 0) or "
                         "factual rows that differ")
-    if not U_y > 0:
-        raise DataError("the calibrated output threshold U_y is 0 (a constant target with U_y_margin 0, or factual "
-                        "scores that already equal the target), so UCL_y < U_y can never hold; set U_y_margin > 0, "
-                        "pass U_y (> 0) or a target the factuals do not already meet")
     return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
                     ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y), space=space)
 
@@ -248,6 +244,12 @@ def output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettin
                            "the output certificate asks for no change", start, s.U_y)
         return float(s.U_y)
     calibrated = ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
+    if not calibrated > 0:
+        raise DataError("the calibrated output threshold U_y is 0 (a constant target with U_y_margin 0), so "
+                        "UCL_y < U_y can never hold; set U_y_margin > 0 or pass U_y (> 0)")
+    if not start > 0:
+        raise DataError("every factual score already equals the constant target y*, so no change of the outputs "
+                        "can be certified (U_y_margin cannot help); choose another target or pass U_y (> 0)")
     if start < calibrated:
         logger.info("U_y capped at the unedited factuals' UCL_y %.4g (floor + U_y_margin = %.4g), so that "
                     "the output certificate asks for an improvement", start, calibrated)
