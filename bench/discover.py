@@ -43,6 +43,20 @@ by the factual sample's own spread (``step_range="factuals"``, as the released n
 Configuration ``kappa_0``: the defaults without the eta interval's narrowing (the released
 reference code skips it; the spec and the default keep DCE's kappa 0.05).
 
+Grid (``grid``, not run by default; about 10 min per dataset for COMPAS and German, 25 for HELOC):
+does any setting meet the paper's point on all three datasets? Two grids over the levers of the
+OT(x) / OT(y) trade-off, on the quality part's factual samples, models and target. ``levers``: the
+full factorial of ``stop`` (stalled, certified), ``step_range`` (training, factuals),
+``resample_directions`` (off, on), ``eta_r`` (1.0, 0.7) and ``kappa`` (0.05, 0), solver seed 0.
+``stops``: with fresh directions, ``eta_r`` (0.7, 1.0) x stop rule (first certificate; first
+certificate with ``U_y_margin`` 0.10; stalled; stalled with ``tol`` 0.01) x ``max_iter`` (100,
+200), solver seeds 0, 1 and 2. ``python bench/discover.py grid [DATASETS|summary]`` writes
+bench/results/discover_grid_<dataset>.json (one file per dataset, so datasets can run in parallel
+processes) and bench/results/discover_grid.json, the per-setting summary over the dataset files
+present: mean OT(x) / OT(y) over the five models as multiples of the paper's figures, certified
+pairs, and whether the setting meets the issue's target (5/5 certified, OT(y) <= paper, OT(x) <=
+1.5x paper) on each dataset and on all three; discover_grid.png plots it (``summary``: only this).
+
 Writes bench/results/discover.json. Run: ``python bench/discover.py [speed,quality,dce] [CONFIGS]``
 (default: all parts; CONFIGS, a comma-separated list of quality configuration labels, re-measures
 only those and ``default`` and keeps the other configurations' figures in the JSON, which may then
@@ -51,6 +65,7 @@ mix figures of two code versions: re-run every configuration after a solver chan
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -109,6 +124,15 @@ REFERENCE = {"n_projections": 10, "max_iter": 20, "trials": 10, "top_k": 3, "h":
 N_FACTUALS = 50
 DCE_LR = (0.05, 0.2, 1.0)  # DCE's default step size and two larger ones (its gradients vanish where the MLP saturates)
 TARGET = make_target("beta", a=0.1, b=0.9, seed=0)
+
+
+GRID_LEVERS = {"stop": ("stalled", "certified"), "step_range": ("training", "factuals"),
+               "resample_directions": (False, True), "eta_r": (1.0, 0.7), "kappa": (0.05, 0.0)}
+GRID_STOP_RULES = {"certified": {"stop": "certified"},
+                   "certified_U_y_margin_0.10": {"stop": "certified", "U_y_margin": 0.10},
+                   "stalled": {"stop": "stalled"}, "stalled_tol_0.01": {"stop": "stalled", "tol": 0.01}}
+GRID_STOPS = {"eta_r": (0.7, 1.0), "stop_rule": tuple(GRID_STOP_RULES), "max_iter": (100, 200)}
+GRID_STOPS_SEEDS = (0, 1, 2)
 
 
 def matched_ot_y(ds: str) -> dict[str, Any]:
@@ -306,6 +330,113 @@ def bench_quality(params: Params, only: Sequence[str] | None = None) -> dict[str
     return out
 
 
+def grid_runs() -> list[tuple[str, int, dict[str, Any]]]:
+    """(grid, solver seed, settings) of the ``levers`` and ``stops`` grids (see the module docstring)."""
+    runs = [("levers", 0, dict(zip(GRID_LEVERS, values, strict=True)))
+            for values in itertools.product(*GRID_LEVERS.values())]
+    for eta_r, rule, max_iter in itertools.product(*GRID_STOPS.values()):
+        settings = {"resample_directions": True, "eta_r": eta_r, "max_iter": max_iter} | GRID_STOP_RULES[rule]
+        runs += [("stops", seed, settings) for seed in GRID_STOPS_SEEDS]
+    return runs
+
+
+def bench_grid(params: Params, ds: str) -> list[dict[str, Any]]:
+    """Every run of :func:`grid_runs` on every model of ``ds`` (the quality part's samples and target)."""
+    prepared = prepare_splits(load_dataset(ds, params), 0, params.prepare.split)
+    X_test, _ = prepared.arrays("test")
+    rows: list[dict[str, Any]] = []
+    for name in MODELS:
+        model = fit(name, prepared, params)
+        scores = model.predict_proba(X_test)[:, prepared.schema.favourable_index]
+        factuals = factual_sample(X_test, scores, N_FACTUALS)
+        for grid, seed, settings in grid_runs():
+            res, wall = run(model, prepared.schema, factuals, **settings, seed=seed)
+            m = res.metrics
+            rows.append({"grid": grid, "seed": seed, "settings": settings, "model": name, "feasible": res.feasible,
+                         "OT_x": m["OT_x"], "OT_y": m["OT_y"], "UCL_x": m["UCL_x"], "U_x": m["U_x"],
+                         "UCL_y": m["UCL_y"], "U_y": m["U_y"], "wall_s": wall})
+        log.info("grid %s %s: %d runs, %d certified", ds, name, len(grid_runs()),
+                 sum(r["feasible"] for r in rows if r["model"] == name))
+    return rows
+
+
+def grid_summary(rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per (grid, settings, seed): each dataset's mean OT(x) / OT(y) over the models as multiples of
+    the paper's figures, certified pairs and whether the issue's target holds; ``meets_all``."""
+    out: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for ds, runs in rows.items():
+        px, py = PAPER_QUALITY[ds]
+        groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        for r in runs:
+            groups.setdefault((r["grid"], json.dumps(r["settings"], sort_keys=True), r["seed"]), []).append(r)
+        for key, group in groups.items():
+            entry = out.setdefault(key, {"grid": key[0], "settings": json.loads(key[1]), "seed": key[2]})
+            rx = float(np.mean([r["OT_x"] for r in group])) / px
+            ry = float(np.mean([r["OT_y"] for r in group])) / py
+            certified = int(sum(r["feasible"] for r in group))
+            entry[ds] = {"OT_x_ratio_to_paper": rx, "OT_y_ratio_to_paper": ry, "certified": certified,
+                         "meets_target": bool(certified == len(group) == len(MODELS) and ry <= 1.0 and rx <= 1.5)}
+    for entry in out.values():
+        entry["meets_all"] = all(entry.get(ds, {}).get("meets_target", False) for ds in DATASETS)
+    return sorted(out.values(), key=lambda e: (e["grid"], json.dumps(e["settings"], sort_keys=True), e["seed"]))
+
+
+def plot_grid(path: Path, summary: list[dict[str, Any]], datasets: Sequence[str]) -> None:
+    """One panel per dataset: each (setting, seed) at its OT(x) / OT(y) multiples of the paper's
+    figures, coloured by certified pairs; the shaded box is the issue's target region."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4.2 * len(datasets) + 1.0, 4.0), layout="constrained")
+    axes = fig.subplots(1, len(datasets), squeeze=False)[0]
+    for ax, ds in zip(axes, datasets, strict=True):
+        rx = [e[ds]["OT_x_ratio_to_paper"] for e in summary]
+        ry = [e[ds]["OT_y_ratio_to_paper"] for e in summary]
+        cert = [e[ds]["certified"] for e in summary]
+        ax.fill_between([0, 1.5], 0, 1.0, color="tab:green", alpha=0.15, label="target region")
+        points = ax.scatter(rx, ry, c=cert, cmap="viridis", vmin=0, vmax=len(MODELS), s=18,
+                            marker="o", edgecolors="none")
+        default = [i for i, e in enumerate(summary) if e["grid"] == "levers" and e["settings"] == dict(
+            stop="stalled", step_range="training", resample_directions=False, eta_r=1.0, kappa=0.05)]
+        ax.scatter([rx[i] for i in default], [ry[i] for i in default], marker="*", s=140, facecolors="none",
+                   edgecolors="red", label="default settings")
+        ax.set_xlim(0, max(rx + [2.0]) * 1.05)
+        ax.set_ylim(0, max(ry + [1.2]) * 1.05)
+        ax.set_xlabel("OT(x) / paper's OT(x)")
+        ax.set_ylabel("OT(y) / paper's OT(y)")
+        ax.set_title(f"{ds}: {len(summary)} settings x seeds", fontsize=10)
+        ax.legend(loc="upper right", fontsize=7, frameon=False)
+    fig.colorbar(points, ax=axes.tolist(), label="certified pairs (of 5)")
+    fig.savefig(path, dpi=120)
+
+
+def main_grid(params: Params, datasets: Sequence[str]) -> None:
+    """The ``grid`` part: run ``datasets``, then summarise every dataset file present."""
+    unknown = sorted(set(datasets) - set(DATASETS))
+    if unknown:
+        raise SystemExit(f"unknown dataset(s) {unknown}; valid: {', '.join(DATASETS)}")
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    for ds in datasets:
+        rows = bench_grid(params, ds)
+        path = OUT.with_name(f"discover_grid_{ds}.json")
+        path.write_text(json.dumps({"runs": rows, "provenance": provenance()}, indent=1, default=float))
+        log.info("wrote %s", path)
+    found = {ds: json.loads(p.read_text())["runs"] for ds in DATASETS
+             if (p := OUT.with_name(f"discover_grid_{ds}.json")).is_file()}
+    summary = grid_summary(found)
+    for e in summary:
+        cells = "  ".join(f"{ds} {e[ds]['OT_x_ratio_to_paper']:.2f}x/{e[ds]['OT_y_ratio_to_paper']:.2f}x "
+                          f"{e[ds]['certified']}/5" for ds in found)
+        log.info("%-6s seed %d %-100s %s%s", e["grid"], e["seed"], json.dumps(e["settings"]), cells,
+                 "  MEETS ALL" if e["meets_all"] else "")
+    met = {ds: sum(e[ds]["meets_target"] for e in summary) for ds in found}
+    log.info("settings x seeds meeting the target: %s of %d; on all three datasets: %d", met, len(summary),
+             sum(e["meets_all"] for e in summary))
+    plot_grid(OUT.with_name("discover_grid.png"), summary, sorted(found))
+    OUT.with_name("discover_grid.json").write_text(json.dumps(
+        {"datasets": sorted(found), "summary": summary, "meets_target_count": met,
+         "meets_all_count": sum(e["meets_all"] for e in summary), "provenance": provenance()}, indent=1, default=float))
+
+
 def bench_dce(params: Params) -> dict[str, Any]:
     """DISCOVER vs the gradient DCE baseline on one torch MLP per dataset (same factuals, target)."""
     out: dict[str, Any] = {}
@@ -341,6 +472,12 @@ def main() -> None:
     logging.getLogger("recourselab").setLevel(logging.WARNING)
     params = Params()
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["speed", "quality", "dce"]
+    if "grid" in parts:
+        if parts != ["grid"]:
+            raise SystemExit("the grid part runs alone: python bench/discover.py grid [DATASETS]")
+        arg = sys.argv[2] if len(sys.argv) > 2 else ",".join(DATASETS)
+        main_grid(params, [] if arg == "summary" else arg.split(","))
+        return
     if len(sys.argv) > 2 and "quality" not in parts:
         raise SystemExit("a list of quality configurations needs the quality part: "
                          "python bench/discover.py quality LABELS")
