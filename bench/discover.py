@@ -43,7 +43,7 @@ by the factual sample's own spread (``step_range="factuals"``, as the released n
 Configuration ``kappa_0``: the defaults without the eta interval's narrowing (the released
 reference code skips it; the spec and the default keep DCE's kappa 0.05).
 
-Grid (``grid``, not run by default; about 10 min per dataset for COMPAS and German, 25 for HELOC):
+Grid (``grid``, not run by default; about 7, 9 and 15 min for COMPAS, German and HELOC):
 does any setting meet the paper's point on all three datasets? Two grids over the levers of the
 OT(x) / OT(y) trade-off, on the quality part's factual samples, models and target. ``levers``: the
 full factorial of ``stop`` (stalled, certified), ``step_range`` (training, factuals),
