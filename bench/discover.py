@@ -131,7 +131,9 @@ GRID_LEVERS = {"stop": ("stalled", "certified"), "step_range": ("training", "fac
 GRID_STOP_RULES = {"certified": {"stop": "certified"},
                    "certified_U_y_margin_0.10": {"stop": "certified", "U_y_margin": 0.10},
                    "stalled": {"stop": "stalled"}, "stalled_tol_0.01": {"stop": "stalled", "tol": 0.01}}
-GRID_STOPS = {"eta_r": (0.7, 1.0), "stop_rule": tuple(GRID_STOP_RULES), "max_iter": (100, 200)}
+DEFAULT_LEVERS = {"stop": "stalled", "step_range": "training", "resample_directions": False, "eta_r": 1.0,
+                  "kappa": 0.05}  # the solver's defaults, one point of the levers grid
+GRID_STOPS = {"eta_r": (1.0, 0.7), "stop_rule": tuple(GRID_STOP_RULES), "max_iter": (100, 200)}
 GRID_STOPS_SEEDS = (0, 1, 2)
 
 
@@ -272,9 +274,12 @@ def provenance() -> dict[str, Any]:
 
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "src", "bench", "params.yaml"], cwd=REPO,
+                                    capture_output=True, text=True, check=True).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
-        commit = None
-    return {"commit": commit, "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        commit, dirty = None, None
+    return {"commit": commit, "dirty": dirty,
+            "measured_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "cpu_count": os.cpu_count()}
 
 
@@ -353,59 +358,79 @@ def bench_grid(params: Params, ds: str) -> list[dict[str, Any]]:
             res, wall = run(model, prepared.schema, factuals, **settings, seed=seed)
             m = res.metrics
             rows.append({"grid": grid, "seed": seed, "settings": settings, "model": name, "feasible": res.feasible,
-                         "OT_x": m["OT_x"], "OT_y": m["OT_y"], "UCL_x": m["UCL_x"], "U_x": m["U_x"],
-                         "UCL_y": m["UCL_y"], "U_y": m["U_y"], "wall_s": wall})
+                         "OT_x": m["OT_x"], "OT_y": m["OT_y"],
+                         "OT_x_reference": sw2_reference(res.counterfactuals, res.factuals),
+                         "OT_y_reference": w2_reference(res.scores, res.target_values),
+                         "UCL_x": m["UCL_x"], "U_x": m["U_x"], "UCL_y": m["UCL_y"], "U_y": m["U_y"], "wall_s": wall})
         log.info("grid %s %s: %d runs, %d certified", ds, name, len(grid_runs()),
                  sum(r["feasible"] for r in rows if r["model"] == name))
     return rows
 
 
+def _grid_key(r: dict[str, Any]) -> tuple[str, str, int]:
+    return r["grid"], json.dumps(r["settings"], sort_keys=True), r["seed"]
+
+
 def grid_summary(rows: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Per (grid, settings, seed): each dataset's mean OT(x) / OT(y) over the models as multiples of
-    the paper's figures, certified pairs and whether the issue's target holds; ``meets_all``."""
+    the paper's figures (this project's convention and the reference-code one), certified pairs and
+    whether the issue's target holds (``meets_target``, ``meets_target_reference``); ``meets_all``
+    (``None`` unless all of :data:`DATASETS` are in ``rows``)."""
+    keys = {ds: {_grid_key(r) for r in runs} for ds, runs in rows.items()}
+    if len({frozenset(k) for k in keys.values()}) > 1:
+        raise SystemExit(f"the grid files of {sorted(rows)} hold different settings (another grid definition): "
+                         "re-run them with this script")
     out: dict[tuple[str, str, int], dict[str, Any]] = {}
     for ds, runs in rows.items():
         px, py = PAPER_QUALITY[ds]
         groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
         for r in runs:
-            groups.setdefault((r["grid"], json.dumps(r["settings"], sort_keys=True), r["seed"]), []).append(r)
+            groups.setdefault(_grid_key(r), []).append(r)
         for key, group in groups.items():
             entry = out.setdefault(key, {"grid": key[0], "settings": json.loads(key[1]), "seed": key[2]})
-            rx = float(np.mean([r["OT_x"] for r in group])) / px
-            ry = float(np.mean([r["OT_y"] for r in group])) / py
             certified = int(sum(r["feasible"] for r in group))
-            entry[ds] = {"OT_x_ratio_to_paper": rx, "OT_y_ratio_to_paper": ry, "certified": certified,
-                         "meets_target": bool(certified == len(group) == len(MODELS) and ry <= 1.0 and rx <= 1.5)}
+            cell: dict[str, Any] = {"certified": certified}
+            for suffix in ("", "_reference"):
+                rx = float(np.mean([r[f"OT_x{suffix}"] for r in group])) / px
+                ry = float(np.mean([r[f"OT_y{suffix}"] for r in group])) / py
+                cell |= {f"OT_x{suffix}_ratio_to_paper": rx, f"OT_y{suffix}_ratio_to_paper": ry,
+                         f"meets_target{suffix}": bool(certified == len(group) == len(MODELS)
+                                                       and ry <= 1.0 and rx <= 1.5)}
+            entry[ds] = cell
+    complete = set(rows) == set(DATASETS)
     for entry in out.values():
-        entry["meets_all"] = all(entry.get(ds, {}).get("meets_target", False) for ds in DATASETS)
+        for suffix in ("", "_reference"):
+            meets = [entry[ds][f"meets_target{suffix}"] for ds in DATASETS] if complete else None
+            entry[f"meets_all{suffix}"] = all(meets) if meets is not None else None
     return sorted(out.values(), key=lambda e: (e["grid"], json.dumps(e["settings"], sort_keys=True), e["seed"]))
 
 
 def plot_grid(path: Path, summary: list[dict[str, Any]], datasets: Sequence[str]) -> None:
-    """One panel per dataset: each (setting, seed) at its OT(x) / OT(y) multiples of the paper's
-    figures, coloured by certified pairs; the shaded box is the issue's target region."""
+    """One panel per dataset and convention: each (setting, seed) at its OT(x) / OT(y) multiples of
+    the paper's figures, coloured by certified pairs; the shaded box is the issue's target region."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.2 * len(datasets) + 1.0, 4.0), layout="constrained")
-    axes = fig.subplots(1, len(datasets), squeeze=False)[0]
-    for ax, ds in zip(axes, datasets, strict=True):
-        rx = [e[ds]["OT_x_ratio_to_paper"] for e in summary]
-        ry = [e[ds]["OT_y_ratio_to_paper"] for e in summary]
-        cert = [e[ds]["certified"] for e in summary]
-        ax.fill_between([0, 1.5], 0, 1.0, color="tab:green", alpha=0.15, label="target region")
-        points = ax.scatter(rx, ry, c=cert, cmap="viridis", vmin=0, vmax=len(MODELS), s=18,
-                            marker="o", edgecolors="none")
-        default = [i for i, e in enumerate(summary) if e["grid"] == "levers" and e["settings"] == dict(
-            stop="stalled", step_range="training", resample_directions=False, eta_r=1.0, kappa=0.05)]
-        ax.scatter([rx[i] for i in default], [ry[i] for i in default], marker="*", s=140, facecolors="none",
-                   edgecolors="red", label="default settings")
-        ax.set_xlim(0, max(rx + [2.0]) * 1.05)
-        ax.set_ylim(0, max(ry + [1.2]) * 1.05)
-        ax.set_xlabel("OT(x) / paper's OT(x)")
-        ax.set_ylabel("OT(y) / paper's OT(y)")
-        ax.set_title(f"{ds}: {len(summary)} settings x seeds", fontsize=10)
-        ax.legend(loc="upper right", fontsize=7, frameon=False)
-    fig.colorbar(points, ax=axes.tolist(), label="certified pairs (of 5)")
+    fig = Figure(figsize=(4.2 * len(datasets) + 1.0, 7.6), layout="constrained")
+    axes = fig.subplots(2, len(datasets), squeeze=False)
+    is_default = [e["grid"] == "levers" and e["settings"] == DEFAULT_LEVERS for e in summary]
+    for row, (suffix, convention) in enumerate((("", "this project's convention"),
+                                                ("_reference", "reference-code convention"))):
+        for ax, ds in zip(axes[row], datasets, strict=True):
+            rx = [e[ds][f"OT_x{suffix}_ratio_to_paper"] for e in summary]
+            ry = [e[ds][f"OT_y{suffix}_ratio_to_paper"] for e in summary]
+            ax.fill_between([0, 1.5], 0, 1.0, color="tab:green", alpha=0.15, label="target region")
+            points = ax.scatter(rx, ry, c=[e[ds]["certified"] for e in summary], cmap="viridis", vmin=0,
+                                vmax=len(MODELS), s=18, edgecolors="none")
+            ax.scatter([x for x, d in zip(rx, is_default, strict=True) if d],
+                       [y for y, d in zip(ry, is_default, strict=True) if d], marker="*", s=140,
+                       facecolors="none", edgecolors="red", label="default settings")
+            ax.set_xlim(0, max(rx + [2.0]) * 1.05)
+            ax.set_ylim(0, max(ry + [1.2]) * 1.05)
+            ax.set_xlabel("OT(x) / paper's OT(x)")
+            ax.set_ylabel("OT(y) / paper's OT(y)")
+            ax.set_title(f"{ds}, {convention}", fontsize=10)
+            ax.legend(loc="upper right", fontsize=7, frameon=False)
+    fig.colorbar(points, ax=axes.ravel().tolist(), label="certified pairs (of 5)")
     fig.savefig(path, dpi=120)
 
 
@@ -413,28 +438,45 @@ def main_grid(params: Params, datasets: Sequence[str]) -> None:
     """The ``grid`` part: run ``datasets``, then summarise every dataset file present."""
     unknown = sorted(set(datasets) - set(DATASETS))
     if unknown:
-        raise SystemExit(f"unknown dataset(s) {unknown}; valid: {', '.join(DATASETS)}")
+        raise SystemExit(f"unknown dataset(s) {unknown}; valid: {', '.join(DATASETS)} or summary")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     for ds in datasets:
         rows = bench_grid(params, ds)
         path = OUT.with_name(f"discover_grid_{ds}.json")
         path.write_text(json.dumps({"runs": rows, "provenance": provenance()}, indent=1, default=float))
         log.info("wrote %s", path)
-    found = {ds: json.loads(p.read_text())["runs"] for ds in DATASETS
+    files = {ds: json.loads(p.read_text()) for ds in DATASETS
              if (p := OUT.with_name(f"discover_grid_{ds}.json")).is_file()}
-    summary = grid_summary(found)
+    if not files:
+        raise SystemExit(f"no {OUT.with_name('discover_grid_<dataset>.json')} yet: run "
+                         "python bench/discover.py grid DATASETS first")
+    commits = {ds: f["provenance"].get("commit") for ds, f in files.items()}
+    if len(set(commits.values())) > 1:
+        raise SystemExit(f"the grid files come from different commits {commits}: re-run them from one")
+    if any(f["provenance"].get("dirty", True) for f in files.values()):
+        log.warning("some grid files were measured with uncommitted changes: %s",
+                    {ds: f["provenance"].get("dirty") for ds, f in files.items()})
+    missing = sorted(set(DATASETS) - set(files))
+    if missing:
+        log.warning("no grid file for %s: the summary covers %s only", missing, sorted(files))
+    summary = grid_summary({ds: f["runs"] for ds, f in files.items()})
     for e in summary:
         cells = "  ".join(f"{ds} {e[ds]['OT_x_ratio_to_paper']:.2f}x/{e[ds]['OT_y_ratio_to_paper']:.2f}x "
-                          f"{e[ds]['certified']}/5" for ds in found)
+                          f"(ref. {e[ds]['OT_x_reference_ratio_to_paper']:.2f}x/"
+                          f"{e[ds]['OT_y_reference_ratio_to_paper']:.2f}x) {e[ds]['certified']}/5" for ds in files)
         log.info("%-6s seed %d %-100s %s%s", e["grid"], e["seed"], json.dumps(e["settings"]), cells,
                  "  MEETS ALL" if e["meets_all"] else "")
-    met = {ds: sum(e[ds]["meets_target"] for e in summary) for ds in found}
-    log.info("settings x seeds meeting the target: %s of %d; on all three datasets: %d", met, len(summary),
-             sum(e["meets_all"] for e in summary))
-    plot_grid(OUT.with_name("discover_grid.png"), summary, sorted(found))
+    counts: dict[str, Any] = {}
+    for suffix in ("", "_reference"):
+        met = {ds: sum(e[ds][f"meets_target{suffix}"] for e in summary) for ds in files}
+        every = sum(e[f"meets_all{suffix}"] for e in summary) if not missing else None
+        counts |= {f"meets_target{suffix}_count": met, f"meets_all{suffix}_count": every}
+        log.info("settings x seeds meeting the target (%s convention): %s of %d; on all three datasets: %s",
+                 "reference-code" if suffix else "this project's", met, len(summary), every)
+    plot_grid(OUT.with_name("discover_grid.png"), summary, sorted(files))
     OUT.with_name("discover_grid.json").write_text(json.dumps(
-        {"datasets": sorted(found), "summary": summary, "meets_target_count": met,
-         "meets_all_count": sum(e["meets_all"] for e in summary), "provenance": provenance()}, indent=1, default=float))
+        {"datasets": sorted(files), "summary": summary, **counts, "provenance": provenance()},
+        indent=1, default=float))
 
 
 def bench_dce(params: Params) -> dict[str, Any]:
@@ -474,7 +516,7 @@ def main() -> None:
     parts = sys.argv[1].split(",") if len(sys.argv) > 1 else ["speed", "quality", "dce"]
     if "grid" in parts:
         if parts != ["grid"]:
-            raise SystemExit("the grid part runs alone: python bench/discover.py grid [DATASETS]")
+            raise SystemExit("the grid part runs alone: python bench/discover.py grid [DATASETS|summary]")
         arg = sys.argv[2] if len(sys.argv) > 2 else ",".join(DATASETS)
         main_grid(params, [] if arg == "summary" else arg.split(","))
         return
