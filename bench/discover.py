@@ -48,14 +48,16 @@ does any setting meet the paper's point on all three datasets? Two grids over th
 OT(x) / OT(y) trade-off, on the quality part's factual samples, models and target. ``levers``: the
 full factorial of ``stop`` (stalled, certified), ``step_range`` (training, factuals),
 ``resample_directions`` (off, on), ``eta_r`` (1.0, 0.7) and ``kappa`` (0.05, 0), solver seed 0.
-``stops``: with fresh directions, ``eta_r`` (0.7, 1.0) x stop rule (first certificate; first
+``stops``: with fresh directions, ``eta_r`` (1.0, 0.7) x stop rule (first certificate; first
 certificate with ``U_y_margin`` 0.10; stalled; stalled with ``tol`` 0.01) x ``max_iter`` (100,
 200), solver seeds 0, 1 and 2. ``python bench/discover.py grid [DATASETS|summary]`` writes
 bench/results/discover_grid_<dataset>.json (one file per dataset, so datasets can run in parallel
 processes) and bench/results/discover_grid.json, the per-setting summary over the dataset files
-present: mean OT(x) / OT(y) over the five models as multiples of the paper's figures, certified
-pairs, and whether the setting meets the issue's target (5/5 certified, OT(y) <= paper, OT(x) <=
-1.5x paper) on each dataset and on all three; discover_grid.png plots it (``summary``: only this).
+present: mean OT(x) / OT(y) over the five models as multiples of the paper's figures (this
+project's convention and the reference-code one), certified pairs, and whether the setting meets
+the issue's target (5/5 certified, OT(y) <= paper, OT(x) <= 1.5x paper) on each dataset and on all
+three (``None`` while a dataset file is missing); discover_grid.png plots it (``summary``: only
+the summary and plot, from the files present; files of different commits or grids are refused).
 
 Writes bench/results/discover.json. Run: ``python bench/discover.py [speed,quality,dce] [CONFIGS]``
 (default: all parts; CONFIGS, a comma-separated list of quality configuration labels, re-measures
