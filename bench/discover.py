@@ -43,7 +43,7 @@ by the factual sample's own spread (``step_range="factuals"``, as the released n
 Configuration ``kappa_0``: the defaults without the eta interval's narrowing (the released
 reference code skips it; the spec and the default keep DCE's kappa 0.05).
 
-Grid (``grid``, not run by default; about 7, 9 and 15 min for COMPAS, German and HELOC):
+Grid (``grid``, not run by default; 30-40 min of solver time, HELOC half of it):
 does any setting meet the paper's point on all three datasets? Two grids over the levers of the
 OT(x) / OT(y) trade-off, on the quality part's factual samples, models and target. ``levers``: the
 full factorial of ``stop`` (stalled, certified), ``step_range`` (training, factuals),
@@ -52,7 +52,8 @@ full factorial of ``stop`` (stalled, certified), ``step_range`` (training, factu
 certificate with ``U_y_margin`` 0.10; stalled; stalled with ``tol`` 0.01) x ``max_iter`` (100,
 200), solver seeds 0, 1 and 2. ``python bench/discover.py grid [DATASETS|summary]`` writes
 bench/results/discover_grid_<dataset>.json (one file per dataset, so datasets can run in parallel
-processes) and bench/results/discover_grid.json, the per-setting summary over the dataset files
+processes; a run of some datasets only writes their files) and, after a run of all three or with
+``summary``, bench/results/discover_grid.json, the per-setting summary over the dataset files
 present: mean OT(x) / OT(y) over the five models as multiples of the paper's figures (this
 project's convention and the reference-code one), certified pairs, and whether the setting meets
 the issue's target (5/5 certified, OT(y) <= paper, OT(x) <= 1.5x paper) on each dataset and on all
@@ -275,7 +276,8 @@ def provenance() -> dict[str, Any]:
     import subprocess
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout.strip()
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "src", "bench", "params.yaml"], cwd=REPO,
                                     capture_output=True, text=True, check=True).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
@@ -445,8 +447,11 @@ def main_grid(params: Params, datasets: Sequence[str]) -> None:
     for ds in datasets:
         rows = bench_grid(params, ds)
         path = OUT.with_name(f"discover_grid_{ds}.json")
-        path.write_text(json.dumps({"runs": rows, "provenance": provenance()}, indent=1, default=float))
+        _write_atomic(path, json.dumps({"runs": rows, "provenance": provenance()}, indent=1, default=float))
         log.info("wrote %s", path)
+    if datasets and set(datasets) != set(DATASETS):  # other datasets may be running in parallel processes
+        log.info("run python bench/discover.py grid summary once every dataset file is written")
+        return
     files = {ds: json.loads(p.read_text()) for ds in DATASETS
              if (p := OUT.with_name(f"discover_grid_{ds}.json")).is_file()}
     if not files:
@@ -476,9 +481,16 @@ def main_grid(params: Params, datasets: Sequence[str]) -> None:
         log.info("settings x seeds meeting the target (%s convention): %s of %d; on all three datasets: %s",
                  "reference-code" if suffix else "this project's", met, len(summary), every)
     plot_grid(OUT.with_name("discover_grid.png"), summary, sorted(files))
-    OUT.with_name("discover_grid.json").write_text(json.dumps(
+    _write_atomic(OUT.with_name("discover_grid.json"), json.dumps(
         {"datasets": sorted(files), "summary": summary, **counts, "provenance": provenance()},
         indent=1, default=float))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file: a reader never sees half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def bench_dce(params: Params) -> dict[str, Any]:
