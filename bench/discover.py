@@ -354,11 +354,12 @@ def bench_grid(params: Params, ds: str) -> list[dict[str, Any]]:
     prepared = prepare_splits(load_dataset(ds, params), 0, params.prepare.split)
     X_test, _ = prepared.arrays("test")
     rows: list[dict[str, Any]] = []
+    runs = grid_runs()
     for name in MODELS:
         model = fit(name, prepared, params)
         scores = model.predict_proba(X_test)[:, prepared.schema.favourable_index]
         factuals = factual_sample(X_test, scores, N_FACTUALS)
-        for grid, seed, settings in grid_runs():
+        for grid, seed, settings in runs:
             res, wall = run(model, prepared.schema, factuals, **settings, seed=seed)
             m = res.metrics
             rows.append({"grid": grid, "seed": seed, "settings": settings, "model": name, "feasible": res.feasible,
@@ -366,7 +367,7 @@ def bench_grid(params: Params, ds: str) -> list[dict[str, Any]]:
                          "OT_x_reference": sw2_reference(res.counterfactuals, res.factuals),
                          "OT_y_reference": w2_reference(res.scores, res.target_values),
                          "UCL_x": m["UCL_x"], "U_x": m["U_x"], "UCL_y": m["UCL_y"], "U_y": m["U_y"], "wall_s": wall})
-        log.info("grid %s %s: %d runs, %d certified", ds, name, len(grid_runs()),
+        log.info("grid %s %s: %d runs, %d certified", ds, name, len(runs),
                  sum(r["feasible"] for r in rows if r["model"] == name))
     return rows
 
@@ -439,7 +440,8 @@ def plot_grid(path: Path, summary: list[dict[str, Any]], datasets: Sequence[str]
 
 
 def main_grid(params: Params, datasets: Sequence[str]) -> None:
-    """The ``grid`` part: run ``datasets``, then summarise every dataset file present."""
+    """The ``grid`` part: run ``datasets`` (each writes its own file); after all of :data:`DATASETS`,
+    or with no ``datasets`` (``grid summary``), summarise and plot the dataset files present."""
     unknown = sorted(set(datasets) - set(DATASETS))
     if unknown:
         raise SystemExit(f"unknown dataset(s) {unknown}; valid: {', '.join(DATASETS)} or summary")
