@@ -98,6 +98,7 @@ from recourselab.discover import (  # noqa: E402
 )
 from recourselab.discover.metrics import sw2_reference, w2_reference  # noqa: E402
 from recourselab.discover.solver import holdout_certified_x  # noqa: E402
+from recourselab.io import write_bytes  # noqa: E402
 from recourselab.models import BlackBox, FitContext, fit_model  # noqa: E402
 from recourselab.orchestration import limit_threads  # noqa: E402
 
@@ -449,7 +450,7 @@ def main_grid(params: Params, datasets: Sequence[str]) -> None:
     for ds in datasets:
         rows = bench_grid(params, ds)
         path = OUT.with_name(f"discover_grid_{ds}.json")
-        _write_atomic(path, json.dumps({"runs": rows, "provenance": provenance()}, indent=1, default=float))
+        write_bytes(path, json.dumps({"runs": rows, "provenance": provenance()}, indent=1, default=float).encode())
         log.info("wrote %s", path)
     if datasets and set(datasets) != set(DATASETS):  # other datasets may be running in parallel processes
         log.info("run python bench/discover.py grid summary once every dataset file is written")
@@ -483,16 +484,10 @@ def main_grid(params: Params, datasets: Sequence[str]) -> None:
         log.info("settings x seeds meeting the target (%s convention): %s of %d; on all three datasets: %s",
                  "reference-code" if suffix else "this project's", met, len(summary), every)
     plot_grid(OUT.with_name("discover_grid.png"), summary, sorted(files))
-    _write_atomic(OUT.with_name("discover_grid.json"), json.dumps(
+    write_bytes(OUT.with_name("discover_grid.json"), json.dumps(
         {"datasets": sorted(files), "summary": summary, **counts, "provenance": provenance()},
-        indent=1, default=float))
+        indent=1, default=float).encode())
 
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file: a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def bench_dce(params: Params) -> dict[str, Any]:
