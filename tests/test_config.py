@@ -17,6 +17,7 @@ from recourselab.config import (
     parse_params,
     render_profile,
     section_hash,
+    write_params,
 )
 from recourselab.data.registry import BUILTIN_DATASETS
 from recourselab.errors import ConfigError
@@ -456,3 +457,82 @@ def test_an_empty_dataset_list_is_refused():
         parse_params({"datasets": []})
     with pytest.raises(ConfigError, match="threads_per_task"):
         parse_params({"orchestration": {"threads_per_task": 0}})
+
+
+# ---------------------------------------------------------------------------- a custom dataset's contract
+def test_custom_dataset_contract_defaults():
+    decl = parse_params({"data": {"custom": {"mine": CUSTOM_OK}}}).data.custom["mine"]
+    assert (decl.encoding, decl.classes, decl.on_bad_label, decl.bounds) == ("utf-8", None, "error", {})
+
+
+def test_custom_dataset_contract_values_keep_their_yaml_types():
+    decl = parse_params({"data": {"custom": {"mine": {
+        **CUSTOM_OK, "classes": [0, 1, 2], "on_bad_label": "drop", "encoding": "latin-1",
+        "bounds": {"age": [0, 120], "income": [None, 1e6]}}}}}).data.custom["mine"]
+    assert decl.classes == [0, 1, 2] and all(isinstance(c, int) for c in decl.classes)
+    assert decl.bounds == {"age": (0.0, 120.0), "income": (None, 1e6)}
+
+
+@pytest.mark.parametrize(("decl", "pattern"), [
+    ({"on_bad_label": "drop"}, r"on_bad_label: drop needs `classes`"),
+    ({"on_bad_label": "ignore"}, r"on_bad_label: Input should be 'error' or 'drop'"),
+    ({"classes": [0, 2]}, r"classes \[0, 2\] do not include the favourable label 1"),
+    ({"classes": [1]}, r"classes: at least two are needed"),
+    ({"classes": [0, 1, "0"]}, r"classes: \['0'\] listed twice"),
+    ({"bounds": {"age": [120, 0]}}, r"bounds: age: lower bound 120\.0 is above the upper bound 0\.0"),
+    ({"bounds": {"age": [None, None]}}, r"bounds: age: give a lower or an upper bound"),
+    ({"bounds": {"age": [0]}}, r"bounds\.age\.1: Field required"),
+    ({"bounds": {"age": [True, 3]}}, r"bounds\.age\.0: Input should be a valid number"),
+    ({"encoding": "utf-9"}, r"encoding: .*unknown text encoding 'utf-9'"),
+    ({"sep": ";;"}, r"sep: .*sep must be a single character, got ';;'"),
+])
+def test_custom_dataset_contract_errors_name_the_key(decl, pattern):
+    with pytest.raises(ConfigError, match=r"data\.custom\.mine.*" + pattern):
+        parse_params({"data": {"custom": {"mine": {**CUSTOM_OK, **decl}}}})
+
+
+# ---------------------------------------------------------------------------- a profile switch keeps the user's data
+USER = {"datasets": ["moons", "mine"], "seeds": [4],
+        "data": {"dir": "/srv/data", "custom": {"mine": {**CUSTOM_OK, "immutable": ["age"]}}},
+        "prepare": {"immutable": {"mine": ["sex"], "adult": []}}}
+
+
+@pytest.mark.parametrize("name", ["default", "tiny", "paper"])
+def test_a_profile_keeps_the_data_section_and_custom_datasets(name):
+    p = render_profile(name, REPO_ROOT, current=USER)
+    profile = render_profile(name, REPO_ROOT)
+    assert p.profile == name and p.seeds == profile.seeds  # the profile's settings...
+    assert p.data.dir == Path("/srv/data") and list(p.data.custom) == ["mine"]  # ...with the user's data
+    assert p.datasets == [*profile.datasets, "mine"]
+    assert p.prepare.immutable == {**profile.prepare.immutable, "mine": ["sex"]}
+
+
+def test_a_profile_without_current_params_or_user_data_is_the_profile():
+    assert render_profile("tiny", REPO_ROOT, current=None) == render_profile("tiny", REPO_ROOT)
+    plain = dump_params(Params()).replace("profile: default", "profile: tiny")
+    assert render_profile("tiny", REPO_ROOT, current=yaml.safe_load(plain)) == render_profile("tiny", REPO_ROOT)
+
+
+@pytest.mark.parametrize(("current", "pattern"), [
+    (["a"], r"params\.yaml must hold a mapping at the top level, got list"),
+    ({"data": ["x"]}, r"params\.yaml: data must be a mapping, got list"),
+    ({"datasets": "mine"}, r"params\.yaml: datasets must be a list, got str"),
+    ({"data": {"custom": {"mine": {"path": "m.csv"}}}},
+     r"tiny\.yaml with the data section and custom datasets kept from params\.yaml:\n.*target: Field required"),
+])
+def test_kept_settings_that_are_broken_are_a_config_error(current, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        render_profile("tiny", REPO_ROOT, current=current, current_source="params.yaml")
+
+
+def test_write_params_backs_up_the_file_it_replaces(tmp_path):
+    path = tmp_path / "params.yaml"
+    assert write_params(path, Params()) is None  # nothing to keep
+    first = path.read_bytes()
+    assert write_params(path, Params()) is None and not list(tmp_path.glob("*.bak"))  # the same text
+    tiny = render_profile("tiny", REPO_ROOT)
+    backup = write_params(path, tiny)
+    assert backup.parent == tmp_path and backup.name.startswith("params.yaml.") and backup.suffix == ".bak"
+    assert backup.read_bytes() == first and load_params(path) == tiny
+    again = write_params(path, Params())  # a second switch keeps the first backup
+    assert again != backup and backup.read_bytes() == first and load_params(again) == tiny

@@ -8,6 +8,7 @@ profile; other profiles (``profiles/<name>.yaml``) are overlays rendered on top 
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import math
@@ -72,7 +73,61 @@ class CustomDataset(StrictModel):
     drop: list[str] = Field(default_factory=list)
     sha256: str | None = Field(default=None, description="Expected sha256 of the file, if known (64 hex "
                                "digits, any case, optionally prefixed `sha256:`)")
-    sep: str = Field(default=",", description="CSV field separator")
+    sep: str = Field(default=",", description="CSV field separator (one character)")
+    encoding: str = Field(default="utf-8", description="Text encoding of a CSV file (e.g. latin-1, cp1252)")
+    classes: list[str | int | float | bool] | None = Field(
+        default=None, description="Every label of the target, favourable included; null: exactly two "
+        "(the favourable one and one other)")
+    on_bad_label: Literal["error", "drop"] = Field(
+        default="error", description="A label that is not a class: error (naming it), or drop its rows (logged); "
+        "drop needs `classes`")
+    bounds: dict[str, tuple[float | None, float | None]] = Field(
+        default_factory=dict, description="numerical feature -> [lo, hi], the values it may take (null: open); "
+        "checked by prepare and on new rows")
+
+    @field_validator("sep")
+    @classmethod
+    def _one_character(cls, v: str) -> str:
+        if len(v) != 1:
+            raise ValueError(f"sep must be a single character, got {v!r}")
+        return v
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, v: str) -> str:
+        try:
+            codecs.lookup(v)
+        except LookupError:
+            raise ValueError(f"unknown text encoding {v!r} (e.g. utf-8, latin-1, cp1252)") from None
+        return v
+
+    @field_validator("bounds")
+    @classmethod
+    def _bounds_ordered(cls, v: dict[str, tuple[float | None, float | None]]
+                        ) -> dict[str, tuple[float | None, float | None]]:
+        for feature, (lo, hi) in v.items():
+            if lo is None and hi is None:
+                raise ValueError(f"{feature}: give a lower or an upper bound (null leaves a side open)")
+            if lo is not None and hi is not None and lo > hi:
+                raise ValueError(f"{feature}: lower bound {lo} is above the upper bound {hi}")
+        return v
+
+    @model_validator(mode="after")
+    def _classes_declared(self) -> CustomDataset:
+        if self.classes is None:
+            if self.on_bad_label == "drop":
+                raise ValueError("on_bad_label: drop needs `classes` (the labels to keep; the rows of any other "
+                                 "label are dropped)")
+            return self
+        texts = [str(c) for c in self.classes]
+        twice = sorted({t for t in texts if texts.count(t) > 1})
+        if twice:
+            raise ValueError(f"classes: {twice} listed twice")
+        if len(texts) < 2:
+            raise ValueError(f"classes: at least two are needed, got {self.classes}")
+        if str(self.favourable) not in texts:
+            raise ValueError(f"classes {self.classes} do not include the favourable label {self.favourable!r}")
+        return self
 
     @field_validator("sha256")
     @classmethod
@@ -703,23 +758,109 @@ def available_profiles(root: str | Path = ".") -> list[str]:
     return ["default", *[n for n in found if n != "default"]]
 
 
-def render_profile(name: str, root: str | Path = ".") -> Params:
-    """The full params of a profile: the model defaults with ``profiles/<name>.yaml`` on top."""
-    base = Params().model_dump(mode="json")
-    if name == "default":
-        return parse_params(base, source="default profile")
-    path = Path(root) / PROFILES_DIR / f"{name}.yaml"
-    if not path.is_file():
-        valid = available_profiles(root)
-        raise ConfigError(f"unknown profile {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}")
-    overlay = read_yaml(path)
-    if overlay is None:
-        overlay = {}
-    if not isinstance(overlay, dict):
-        raise ConfigError(f"{path} must hold a mapping of params sections at the top level, got "
-                          f"{type(overlay).__name__}")
-    overlay["profile"] = name
-    return parse_params(_deep_merge(base, overlay), source=str(path))
+def _user_settings(current: Any, source: str) -> dict[str, Any]:
+    """What a profile switch keeps of the params it replaces: the ``data`` section, the custom
+    datasets listed in ``datasets`` and their ``prepare.immutable`` entries (an overlay mapping).
+
+    Raises
+    ------
+    ConfigError
+        ``current`` or one of those sections is not of the expected YAML type.
+    """
+    if current is None:
+        return {}
+    if not isinstance(current, dict):
+        raise ConfigError(f"{source} must hold a mapping at the top level, got {type(current).__name__}")
+
+    def section(mapping: dict[str, Any], key: str, kind: type, where: str) -> Any:
+        value = mapping.get(key) or kind()
+        if not isinstance(value, kind):
+            raise ConfigError(f"{source}: {where} must be a {'mapping' if kind is dict else 'list'}, got "
+                              f"{type(value).__name__}")
+        return value
+
+    data = section(current, "data", dict, "data")
+    datasets = section(current, "datasets", list, "datasets")
+    immutable = section(section(current, "prepare", dict, "prepare"), "immutable", dict, "prepare.immutable")
+    custom = section(data, "custom", dict, "data.custom")
+    kept: dict[str, Any] = {"data": data} if data else {}
+    mine = [d for d in datasets if isinstance(d, str) and d in custom]
+    if mine:
+        kept["datasets"] = mine
+    fixed = {d: v for d, v in immutable.items() if d in custom}
+    if fixed:
+        kept["prepare"] = {"immutable": fixed}
+    return kept
+
+
+def render_profile(name: str, root: str | Path = ".", *, current: Any = None,
+                   current_source: str = "the current params") -> Params:
+    """The full params of a profile: the model defaults with ``profiles/<name>.yaml`` on top.
+
+    Parameters
+    ----------
+    name : ``default`` or a profile of ``root/profiles``.
+    root : the project folder.
+    current : the mapping of the params file the profile replaces (as read from YAML), or None.
+        Its ``data`` section (merged over the profile's), the custom datasets it lists in
+        ``datasets`` (appended to the profile's) and their ``prepare.immutable`` entries are kept:
+        they describe the user's machine and data, not the profile.
+    current_source : how errors name where ``current`` came from.
+
+    Raises
+    ------
+    ConfigError
+        An unknown or broken profile, or kept settings that do not validate (naming both files).
+    """
+    merged = Params().model_dump(mode="json")
+    source = "default profile"
+    if name != "default":
+        path = Path(root) / PROFILES_DIR / f"{name}.yaml"
+        if not path.is_file():
+            valid = available_profiles(root)
+            raise ConfigError(f"unknown profile {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}")
+        overlay = read_yaml(path)
+        if overlay is None:
+            overlay = {}
+        if not isinstance(overlay, dict):
+            raise ConfigError(f"{path} must hold a mapping of params sections at the top level, got "
+                              f"{type(overlay).__name__}")
+        overlay["profile"] = name
+        merged, source = _deep_merge(merged, overlay), str(path)
+    kept = _user_settings(current, current_source)
+    if kept:
+        extra = [d for d in kept.pop("datasets", []) if d not in merged["datasets"]]
+        merged = _deep_merge(merged, kept)
+        merged["datasets"] = [*merged["datasets"], *extra]
+        source = f"{source} with the data section and custom datasets kept from {current_source}"
+    return parse_params(merged, source=source)
+
+
+def write_params(path: str | Path, params: Params) -> Path | None:
+    """Write ``params`` to ``path`` (atomically), first copying a different existing file to a backup.
+
+    Returns
+    -------
+    The backup's path (``<name>.<YYYYmmdd-HHMMSS>.bak`` next to it, never overwriting an earlier
+    backup), or None when there was nothing to keep (no file, or the same text).
+    """
+    from datetime import datetime
+
+    from recourselab.io import copy_atomic, write_bytes
+
+    path = Path(path)
+    text = dump_params(params).encode()
+    backup = None
+    if path.is_file() and path.read_bytes() != text:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        backup = path.with_name(f"{path.name}.{stamp}.bak")
+        n = 1
+        while backup.exists():
+            backup = path.with_name(f"{path.name}.{stamp}-{n}.bak")
+            n += 1
+        copy_atomic(path, backup)
+    write_bytes(path, text)
+    return backup
 
 
 def dump_params(params: Params) -> str:

@@ -430,7 +430,7 @@ def test_custom_non_numeric_column(params_factory, tmp_path):
     frame = _custom_frame().astype({"income": object})
     frame.loc[7, "income"] = "n/a!"
     with pytest.raises(DataError, match=r"dataset 'mine': non-numeric values in numerical column "
-                                        r"'income', e\.g\. \['n/a!'\] \(declare it categorical"):
+                                        r"'income', e\.g\. \['n/a!'\] \(line 9; declare it categorical"):
         load_dataset("mine", _custom_params(params_factory, tmp_path, frame))
 
 
@@ -585,7 +585,7 @@ def test_validate_frame_all_missing_column():
 
 def test_validate_frame_infinite_value():
     frame = pd.DataFrame({"a": [1.0, np.inf, 3.0], "label": [0, 1, 0]})
-    with pytest.raises(DataError, match=r"1 infinite value\(s\) in numerical column 'a' \(rows \[1\]\)"):
+    with pytest.raises(DataError, match=r"1 infinite value\(s\) in numerical column 'a' \(row 1\)"):
         validate_frame(frame, _spec())
 
 
@@ -717,8 +717,8 @@ def test_validate_frame_dates_in_a_numerical_column():
 
 
 def test_validate_frame_integer_column_with_fractions():
-    frame = pd.DataFrame({"age": [20.0, 21.5, np.nan, 23.0, 24.0, 25.0], "label": [0, 1] * 3})
-    with pytest.raises(DataError, match=r"integer column 'age' has non-integer values, e\.g\. \[21\.5\]"):
+    frame = pd.DataFrame({"age": [20.0, 21.5, np.nan, 23.0, 24.0, 25.0], "b": 1.0, "label": [0, 1] * 3})
+    with pytest.raises(DataError, match=r"integer column 'age' has non-integer values, e\.g\. \[21\.5\] \(row 1\)"):
         validate_frame(frame, _spec(integer=("age",)))
     frame.loc[1, "age"] = 21.0
     assert validate_frame(frame, _spec(integer=("age",)))["age"].tolist()[:2] == [20.0, 21.0]
@@ -746,3 +746,121 @@ def test_custom_sha256_any_case_or_prefixed(params_factory, tmp_path, given):
 def test_custom_sha256_malformed(params_factory, tmp_path, value):
     with pytest.raises(ConfigError, match=r"data\.custom\.mine\.sha256: sha256 must be 64 hexadecimal digits"):
         _custom_params(params_factory, tmp_path, sha256=value)
+
+
+# ---------------------------------------------------------------------------- the data contract
+def _csv_lines(tmp_path, text: str, **decl):
+    (tmp_path / "lines.csv").write_text(text)
+    spec = {"path": "lines.csv", "target": "label", "favourable": 1, "categorical": ["note"], **decl}
+    return parse_params({"data": {"dir": str(tmp_path), "custom": {"mine": spec}}})
+
+
+def test_lines_are_file_lines_past_blank_lines_and_quoted_newlines(tmp_path):
+    rows = [f"{i},\"note {i}\",{i % 2}" for i in range(12)]
+    rows[2] = '2,"two\nlines",0'  # a record over lines 4-5
+    text = "a,note,label\n" + "\n".join(rows[:6]) + "\n\n" + "\n".join(rows[6:]) + "\n"  # a blank line 9
+    text = text.replace("8,\"note 8\",0", "8,\"note 8\",7")  # row 8: line 2 + 8 + 1 (multi-line) + 1 (blank)
+    with pytest.raises(DataError, match=r"Not a class: 7 \(1 row, line 12\)"):
+        load_dataset("mine", _csv_lines(tmp_path, text))
+    ragged = text.replace("8,\"note 8\",7", "8,\"note, 8\",0,1")
+    with pytest.raises(DataError, match=r"1 row\(s\) do not have the header's 3 fields \(line 12 has 4\)"):
+        load_dataset("mine", _csv_lines(tmp_path, ragged))
+    fine = text.replace("8,\"note 8\",7", "8,\"note 8\",0")
+    raw = load_dataset("mine", _csv_lines(tmp_path, fine))
+    assert len(raw.frame) == 12 and raw.frame["note"][2] == "two\nlines"
+
+
+def test_many_ragged_rows_are_counted_and_the_first_five_named(tmp_path):
+    text = "a,note,label\n" + "".join(f"{i},{i}\n" if i % 2 else f"{i},{i},{i % 2}\n" for i in range(20))
+    with pytest.raises(DataError, match=r"10 row\(s\) do not have the header's 3 fields \(line 3 has 2, line 5 "
+                                        r"has 2, line 7 has 2, line 9 has 2, line 11 has 2, \.\.\.\)"):
+        load_dataset("mine", _csv_lines(tmp_path, text))
+
+
+def test_encoding_of_a_compressed_csv_and_a_utf8_byte_order_mark(params_factory, tmp_path):
+    frame = _custom_frame()
+    frame.loc[3, "city"] = "Genève"
+    frame.to_csv(tmp_path / "mine.csv.gz", index=False, encoding="cp1252")
+    with pytest.raises(DataError, match=r"mine\.csv\.gz is not utf-8 text: byte 0xe8 on line 5"):
+        load_dataset("mine", _custom_params(params_factory, tmp_path, frame, "mine.csv.gz"))
+    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, "mine.csv.gz", encoding="cp1252"))
+    assert "Genève" in raw.levels["city"]
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + frame.to_csv(index=False).encode())
+    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, "bom.csv"))
+    assert raw.frame.columns[0] == "age" and "Genève" in raw.levels["city"]
+
+
+def test_an_empty_csv_is_named(tmp_path):
+    with pytest.raises(DataError, match=r"lines\.csv is empty"):
+        load_dataset("mine", _csv_lines(tmp_path, ""))
+
+
+def test_declared_classes_must_all_have_rows(params_factory, tmp_path):
+    with pytest.raises(DataError, match=r"declared class\(es\) \[2\] of target 'label' have no rows; labels in "
+                                        r"the file: \[0, 1\]"):
+        load_dataset("mine", _custom_params(params_factory, tmp_path, classes=[0, 1, 2]))
+    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, classes=["0", "1"]))  # YAML text matches
+    assert raw.classes == [0, 1]
+
+
+def test_a_stray_label_in_a_parquet_file_names_its_rows(params_factory, tmp_path):
+    frame = _custom_frame()
+    frame.loc[[4, 9], "label"] = 5
+    with pytest.raises(DataError, match=r"Not a class: 5 \(2 rows, rows 4, 9\)"):
+        load_dataset("mine", _custom_params(params_factory, tmp_path, frame, "mine.parquet"))
+
+
+def test_a_target_with_many_stray_values_names_five(params_factory, tmp_path):
+    frame = _custom_frame()
+    frame.loc[:7, "label"] = np.arange(10, 18)
+    with pytest.raises(DataError, match=r"Not a class: 10 \(1 row, line 2\); .*; 14 \(1 row, line 6\); and 3 more"):
+        load_dataset("mine", _custom_params(params_factory, tmp_path, frame))
+
+
+def test_bounds_are_checked_stored_and_name_open_sides(params_factory, tmp_path):
+    frame = _custom_frame()
+    frame.loc[[10, 30], "income"] = [-5.0, -7.25]
+    with pytest.raises(DataError, match=r"2 value\(s\) of 'income' outside its bounds \[-4, inf\]: -5 on line 12, "
+                                        r"-7\.25 on line 32; fix those rows, or widen bounds\.income"):
+        load_dataset("mine", _custom_params(params_factory, tmp_path, frame, bounds={"income": [-4, None]}))
+    params = _custom_params(params_factory, tmp_path, frame, bounds={"income": [-10, None], "age": [0, 120]})
+    raw = load_dataset("mine", params)
+    schema = prepare_splits(raw, 0, SPLIT).schema
+    feats = {f.name: f for f in schema.features}
+    assert feats["income"].bounds == (-10.0, None) and feats["age"].bounds == (0.0, 120.0)
+    assert feats["level"].bounds is None
+    assert raw.fingerprint != load_dataset("mine", _custom_params(params_factory, tmp_path, frame)).fingerprint
+
+
+@pytest.mark.parametrize(("bounds", "pattern"), [
+    ({"city": [0, 1]}, r"bounds apply to numerical features; \['city'\] are categorical"),
+    ({"id": [0, 1]}, r"bounds column\(s\) \['id'\] are not features"),
+    ({"nosuch": [0, 1]}, r"bounds column\(s\) \['nosuch'\] not found in the file"),
+])
+def test_bounds_must_name_numerical_features(params_factory, tmp_path, bounds, pattern):
+    with pytest.raises(DataError, match=pattern):
+        load_dataset("mine", _custom_params(params_factory, tmp_path, bounds=bounds))
+
+
+def test_builtin_datasets_have_exactly_two_classes_and_no_bounds():
+    for spec in BUILTIN_DATASETS.values():
+        assert spec.classes is None and spec.bounds == () and spec.on_bad_label == "error"
+
+
+@pytest.mark.parametrize("compression", ["zip", "bz2", "xz"])
+def test_compressed_csvs_are_read_like_pandas_reads_them(params_factory, tmp_path, compression):
+    frame = _custom_frame()
+    frame.to_csv(tmp_path / f"mine.csv.{compression}", index=False)
+    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, f"mine.csv.{compression}"))
+    assert len(raw.frame) == 120 and raw.levels["city"] == ["a", "b", "c"]
+
+
+def test_a_zip_with_two_files_is_named(params_factory, tmp_path):
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "two.zip", "w") as zf:
+        zf.writestr("a.csv", "x,label\n1,0\n")
+        zf.writestr("b.csv", "x,label\n1,0\n")
+    with pytest.raises(DataError, match=r"cannot read .*two\.zip: a zipped CSV must hold exactly one file, this one "
+                                        r"holds 2"):
+        load_dataset("mine", _custom_params(params_factory, tmp_path, filename="two.zip"))

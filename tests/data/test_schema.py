@@ -11,7 +11,7 @@ import pytest
 
 from recourselab.config import parse_params
 from recourselab.data import load_dataset, prepare_splits
-from recourselab.data.schema import SCHEMA_VERSION, Schema, sorted_levels
+from recourselab.data.schema import ROW_PROBLEMS, SCHEMA_VERSION, Schema, encode_rows, sorted_levels
 from recourselab.data.sources import ARTIFACTS, cache_dir
 from recourselab.errors import ArtifactError, DataError, UnknownCategoryError
 
@@ -167,7 +167,7 @@ def test_decode_of_arbitrary_points_gives_valid_levels(mixed, scale):
     for f in schema.features:
         if f.kind == "categorical":
             assert set(back[f.name]) <= set(f.levels), f.name
-        elif f.integer:
+        elif f.integer and not f.immutable:
             assert back[f.name].dtype == np.int64
     # snapping is a projection onto valid points: idempotent, exact phase pairs
     snapped = schema.snap(X)
@@ -200,13 +200,32 @@ def test_decode_is_nearest_level_in_phase(mixed):
     assert schema.inverse_transform(X)["grade"].tolist() == [int(t) + 1 for t in true]
 
 
-def test_integer_features_are_rounded(mixed):
-    frame, schema = mixed
+def test_mutable_integer_features_are_rounded():
+    frame = _mixed_frame()
+    schema = _fit(frame, immutable=["color"])
     f = schema.features[0]
     X = schema.transform(frame.iloc[:3])
     X[:, 0] += 0.3 / f.std  # +0.3 years rounds back
     back = schema.inverse_transform(X)
+    assert back["age"].dtype == np.int64
     np.testing.assert_array_equal(back["age"].to_numpy(), frame["age"].to_numpy()[:3])
+
+
+def test_immutable_values_are_never_rounded(mixed):
+    frame, schema = mixed  # age: integer and immutable
+    rows = frame.iloc[:3].copy()
+    back = schema.inverse_transform(schema.transform(rows))
+    assert back["age"].dtype == np.int64 and back["age"].tolist() == rows["age"].tolist()
+    rows["age"] = [45.5, 18.25, 61.0]
+    X = schema.transform(rows)
+    assert schema.inverse_transform(X)["age"].tolist() == [45.5, 18.25, 61.0]
+    assert schema.inverse_transform(schema.snap(X))["age"].tolist() == [45.5, 18.25, 61.0]
+    rows["age"] = [1 / 3, 45.5, 61.0]  # beyond 12 digits: exact only from the factual rows themselves
+    exact = schema.inverse_transform(X := schema.transform(rows), factuals=rows.set_index(pd.Index([7, 8, 9])))
+    assert exact["age"].tolist() == [1 / 3, 45.5, 61.0]
+    assert exact["color"].tolist() == rows["color"].tolist()
+    with pytest.raises(DataError, match="2 factual rows for 3 encoded rows"):
+        schema.inverse_transform(X, factuals=rows.iloc[:2])
 
 
 # ---------------------------------------------------------------------------- masks and bounds
@@ -447,3 +466,79 @@ def test_transform_refuses_infinite_numerical_values(mixed, bad):
     rows.loc[rows.index[2], "income"] = bad
     with pytest.raises(DataError, match=r"infinite values in numerical column 'income' \(rows \[2\]\)"):
         schema.transform(rows)
+
+
+# ---------------------------------------------------------------------------- new rows: bounds and per-row checks
+@pytest.fixture()
+def bounded():
+    frame = _mixed_frame()
+    return frame, _fit(frame, bounds={"age": (0, 120), "income": (None, 1e6)})
+
+
+def test_check_rows_names_every_problem_row_by_row(bounded):
+    frame, schema = bounded
+    f = {x.name: x for x in schema.features}
+    rows = frame.drop(columns="y").iloc[:8].copy().astype({"age": object, "income": object, "flag": object})
+    rows.index = [f"r{i}" for i in range(8)]
+    rows.iloc[0] = [f["age"].upper + 1, 5e4, 0.0, "red", 1, True]     # outside the training range
+    rows.iloc[1] = [150, 2e6, 0.0, "red", 1, True]                      # outside both bounds
+    rows.iloc[2] = [np.nan, 5e4, np.nan, "purple", 9, True]             # NaN, NaN, two unknown levels
+    rows.iloc[3] = [np.nan] * 6                                         # nothing at all
+    rows.iloc[4] = ["old", np.inf, 0.0, "red", 1, np.nan]               # text, inf, missing level
+    problems = schema.check_rows(rows)
+    got = [(p.row, p.position, p.kind, p.column) for p in problems]
+    assert got == [
+        ("r0", 0, "out_of_range", "age"),
+        ("r1", 1, "out_of_bounds", "age"), ("r1", 1, "out_of_bounds", "income"),
+        ("r2", 2, "missing_value", "age"), ("r2", 2, "missing_value", "ratio"),
+        ("r2", 2, "unknown_category", "color"), ("r2", 2, "unknown_category", "grade"),
+        ("r3", 3, "all_missing", None),
+        ("r4", 4, "non_numeric", "age"), ("r4", 4, "infinite", "income"), ("r4", 4, "missing_value", "flag"),
+    ]
+    assert {p.kind for p in problems} == set(ROW_PROBLEMS) - {"missing_column"}
+    by = {(p.row, p.column): p for p in problems}
+    assert str(by["r1", "age"]) == "row r1: age = 150 is outside its bounds [0, 120]"
+    assert str(by["r1", "income"]) == "row r1: income = 2000000 is outside its bounds [-inf, 1000000]"
+    assert str(by["r0", "age"]) == (f"row r0: age = {int(f['age'].upper) + 1} is outside the training range "
+                                    f"[{int(f['age'].lower)}, {int(f['age'].upper)}]")
+    assert by["r2", "color"].value == "purple" and "known: 'blue', 'green', 'red'" in by["r2", "color"].message
+    assert by["r2", "grade"].value == 9
+    assert "imputed as" in by["r2", "age"].message and by["r4", "age"].value == "old"
+    assert schema.check_rows(frame.drop(columns="y")) == []
+
+
+def test_check_rows_reports_missing_columns_for_every_row(bounded):
+    frame, schema = bounded
+    rows = frame[["age", "income", "ratio", "color", "grade"]].iloc[:2]
+    assert [(p.position, p.kind, p.column) for p in schema.check_rows(rows)] == [
+        (0, "missing_column", "flag"), (1, "missing_column", "flag")]
+    assert [p.kind for p in schema.check_rows(frame[["y"]].iloc[:1])] == ["all_missing"]
+    with pytest.raises(DataError, match=r"feature columns \['age'\] more than once"):
+        schema.check_rows(pd.concat([rows, rows[["age"]]], axis=1))
+
+
+def test_encode_rows_refuses_empty_and_out_of_bounds_rows_and_imputes_the_rest(bounded, caplog):
+    frame, schema = bounded
+    rows = frame.drop(columns="y").iloc[:3].copy().astype({"flag": object})
+    rows.loc[1, "income"] = np.nan
+    with caplog.at_level("WARNING"):
+        assert encode_rows(rows, schema, what="query").shape == (3, schema.n_encoded)
+    assert "missing values {'income': 1} imputed" in caplog.text
+    rows.loc[2, :] = np.nan
+    rows.loc[0, "age"] = -3
+    with pytest.raises(DataError, match=r"2 query row\(s\) refused: row 0: age = -3 is outside its bounds \[0, 120\]; "
+                                        r"row 2: every feature is missing"):
+        encode_rows(rows, schema, what="query")
+    with pytest.raises(DataError, match=r"input lacks feature columns \['age'\]"):
+        encode_rows(rows.drop(columns="age"), schema, what="query")
+
+
+def test_bounds_are_saved_only_where_declared(bounded, mixed, tmp_path):
+    (_, schema), (_, plain) = bounded, mixed
+    assert all("bounds" not in f for f in plain.to_dict()["features"])  # schema files without bounds unchanged
+    path = schema.save(tmp_path / "schema.json")
+    back = Schema.load(path)
+    assert back == schema and {f.name: f.bounds for f in back.features if f.bounds} == {
+        "age": (0, 120), "income": (None, 1e6)}
+    with pytest.raises(DataError, match=r"bounds given for \['color', 'nosuch'\], which are not numerical"):
+        _fit(_mixed_frame(), bounds={"color": (0, 1), "nosuch": (0, 1)})

@@ -1,17 +1,26 @@
 """Dataset loaders: raw file -> validated raw DataFrame -> per-seed encoded splits.
 
 :func:`load_dataset` reads a built-in or user-declared dataset, drops the declared
-columns, and validates it (declared columns present, numeric columns numeric, at least two
-classes, the favourable label present). :func:`prepare_splits` does the per-seed work of
-the ``prepare`` stage: stratified split, schema fitted on train, encoded tables.
+columns, and validates it against the dataset's contract: declared columns present, every
+CSV row with the header's fields, numeric columns numeric, the labels exactly the declared
+classes (two by default, the favourable one among them), values within their declared bounds,
+no row without feature values. Errors about values name the file's lines (header = line 1).
+:func:`prepare_splits` does the per-seed work of the ``prepare`` stage: stratified split,
+schema fitted on train, encoded tables.
 """
 
 from __future__ import annotations
 
+import bz2
+import codecs
+import csv
 import dataclasses
+import gzip
 import io
 import logging
+import lzma
 import math
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +32,7 @@ import pandas as pd
 from recourselab.config import CustomDataset, Params
 from recourselab.data import synthetic
 from recourselab.data.registry import BUILTIN_DATASETS, DatasetSpec
-from recourselab.data.schema import Feature, Schema, python_scalar, sorted_levels
+from recourselab.data.schema import Feature, Schema, format_interval, format_number, python_scalar, sorted_levels
 from recourselab.data.sources import read_registry_file, resolve_user_file
 from recourselab.data.split import stratified_split, stratified_subsample
 from recourselab.errors import DataError, MissingArtifactError
@@ -190,22 +199,27 @@ def custom_spec(name: str, decl: CustomDataset) -> DatasetSpec:
                        description=f"user dataset from {decl.path}",
                        categorical=tuple(decl.categorical), integer=tuple(decl.integer),
                        immutable=tuple(decl.immutable), drop=tuple(decl.drop),
-                       files=(str(decl.path),))
+                       files=(str(decl.path),),
+                       classes=None if decl.classes is None else tuple(decl.classes),
+                       on_bad_label=decl.on_bad_label,
+                       bounds=tuple((f, lo, hi) for f, (lo, hi) in decl.bounds.items()))
 
 
-def _read_custom(name: str, decl: CustomDataset, params: Params) -> tuple[pd.DataFrame, str]:
+def _read_custom(name: str, decl: CustomDataset, params: Params) -> tuple[pd.DataFrame, str, np.ndarray | None]:
+    """Frame, sha256 and (for a CSV) the 1-based file line of each row of a ``data.custom`` dataset."""
     path = resolve_user_file(decl.path, params.data.dir, dataset=name, sha256=decl.sha256, known=False)
     suffixes = path.suffixes
+    lines = None
     try:
         if suffixes and suffixes[-1].lower() in PARQUET_SUFFIXES:
             frame = pd.read_parquet(path)
         else:
-            frame = _read_custom_csv(path, decl, name)
+            frame, lines = _read_custom_csv(path, decl, name)
     except DataError:
         raise
     except Exception as err:  # noqa: BLE001 - re-raised with the file named
         raise DataError(f"dataset {name!r}: cannot read {path}: {err}") from err
-    return frame, sha256_file(path)
+    return frame, sha256_file(path), lines
 
 
 def _prints_as(value: Any, text: Any) -> bool:
@@ -220,27 +234,111 @@ def _prints_as(value: Any, text: Any) -> bool:
     return str(value) == text
 
 
-def _read_custom_csv(path: Path, decl: CustomDataset, name: str) -> pd.DataFrame:
+def _unzip(data: bytes) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        names = [n for n in zf.namelist() if not n.endswith("/")]
+        if len(names) != 1:
+            raise ValueError(f"a zipped CSV must hold exactly one file, this one holds {len(names)}")
+        return zf.read(names[0])
+
+
+#: Compressed CSV endings and their openers (what pandas would infer from the name).
+_DECOMPRESS: dict[str, Callable[[bytes], bytes]] = {
+    ".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress, ".zip": _unzip}
+
+
+def _decode_csv(path: Path, encoding: str, name: str) -> str:
+    """The text of a (possibly compressed) CSV file; a decode error names its line and the option.
+
+    A UTF-8 file may start with a byte-order mark (dropped, as pandas does).
+    """
+    data = path.read_bytes()
+    suffix = path.suffix.lower()
+    if suffix in _DECOMPRESS:
+        data = _DECOMPRESS[suffix](data)
+    elif suffix in (".zst", ".tar", ".tgz"):
+        raise DataError(f"dataset {name!r}: {path}: {suffix} files are not read; decompress it or use .gz, .bz2, "
+                        ".xz or .zip")
+    codec = codecs.lookup(encoding).name
+    try:
+        return data.decode("utf-8-sig" if codec == "utf-8" else encoding)
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DataError(f"dataset {name!r}: {path} is not {encoding} text: byte 0x{data[err.start]:02x} on line "
+                        f"{line} cannot be decoded ({err.reason}); give the file's encoding with `encoding:` in its "
+                        "data.custom entry (e.g. latin-1 or cp1252 for Western European text)") from None
+
+
+def _record_lines(text: str, sep: str, path: Path, name: str) -> np.ndarray:
+    """1-based file line where each data record of a CSV text starts (header = line 1). Shape (n,).
+
+    Blank lines are skipped, as pandas skips them.
+
+    Raises
+    ------
+    DataError
+        A record with more or fewer fields than the header, naming its line (pandas would pad a short
+        one with missing values).
+    """
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise DataError(f"dataset {name!r}: {path} is empty")
+        width, starts, ragged = len(header), [], []
+        for record in reader:
+            if not record:
+                continue
+            start = reader.line_num - sum(field.count("\n") for field in record)
+            if len(record) != width:
+                ragged.append((start, len(record)))
+            starts.append(start)
+    except csv.Error as err:
+        raise DataError(f"dataset {name!r}: {path} line {reader.line_num}: {err}") from None
+    if ragged:
+        shown = ", ".join(f"line {line} has {n}" for line, n in ragged[:5])
+        raise DataError(f"dataset {name!r}: {path}: {len(ragged)} row(s) do not have the header's {width} fields "
+                        f"({shown}{', ...' if len(ragged) > 5 else ''}); fix those rows (a quoted field holding "
+                        f"the separator {sep!r}, a missing or extra separator), or set `sep` if the file uses another "
+                        "separator")
+    return np.array(starts, dtype=np.int64)
+
+
+def _read_custom_csv(path: Path, decl: CustomDataset, name: str) -> tuple[pd.DataFrame, np.ndarray | None]:
     """Read a user CSV; categorical and target columns keep the file's text where parsing would change it.
 
     pandas turns cells such as ``NA`` or ``None`` into missing values and ``01`` into ``1``. For
     numerical columns that is wanted; a categorical or label column keeps its parsed values only
     when they print back as the file's text (so ``1, 2`` stay integers, ``True`` a boolean), and
     otherwise keeps the text, with only empty cells missing.
+
+    Returns
+    -------
+    The frame and the 1-based file line of each of its rows (n,), or None where they cannot be told.
     """
-    header = pd.read_csv(path, sep=decl.sep, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
+    text = _decode_csv(path, decl.encoding, name)
+    lines = _record_lines(text, decl.sep, path, name)
+
+    def read(**kw: Any) -> pd.DataFrame:
+        return pd.read_csv(io.StringIO(text), sep=decl.sep, **kw)
+
+    header = read(header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0]
     twice = sorted({str(c) for c in header[header.duplicated()]})
     if twice:
         raise DataError(f"dataset {name!r}: column(s) {twice} appear more than once in the header of {path}")
-    frame = pd.read_csv(path, sep=decl.sep)
+    frame = read()
     text_cols = [c for c in dict.fromkeys([*decl.categorical, decl.target]) if c in frame.columns]
     if text_cols:
-        text = pd.read_csv(path, sep=decl.sep, usecols=text_cols, dtype=str, keep_default_na=False)
+        cells = read(usecols=text_cols, dtype=str, keep_default_na=False)
         for col in text_cols:
-            raw = text[col].mask(text[col] == "")
+            raw = cells[col].mask(cells[col] == "")
             if not all(_prints_as(v, t) for v, t in zip(frame[col], raw, strict=True)):
                 frame[col] = raw.astype(object)
-    return frame
+    if len(lines) != len(frame):
+        log.debug("dataset %r: %d CSV records but %d parsed rows; row numbers are reported instead of lines",
+                  name, len(lines), len(frame))
+        return frame, None
+    return frame, lines
 
 
 def dataset_spec(name: str, params: Params) -> DatasetSpec:
@@ -260,22 +358,135 @@ def dataset_spec(name: str, params: Params) -> DatasetSpec:
 
 
 # ---------------------------------------------------------------------------- validation
-def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
-    """Apply ``spec`` to a raw frame: drop columns, check roles and types.
+def _where(at: np.ndarray, word: str, mask: np.ndarray, k: int = 3) -> str:
+    """``"lines 4, 9, 12"``: where the first ``k`` rows of ``mask`` are (``at``: their lines or row numbers)."""
+    shown = at[np.asarray(mask, dtype=bool)][:k]
+    return f"{word}{'s' if len(shown) > 1 else ''} {', '.join(str(int(v)) for v in shown)}"
 
-    Returns the frame restricted to the feature columns followed by the target.
+
+def _match_label(value: Any, labels: list[Any]) -> Any:
+    """The label of ``labels`` that ``value`` (from YAML or the registry) means, or None.
+
+    An exact match first, else the one label that prints the same (YAML ``"1"`` for an integer column).
+    """
+    value = python_scalar(value)
+    exact = [lv for lv in labels if lv == value]
+    if exact:
+        return exact[0]
+    same = [lv for lv in labels if str(lv) == str(value)]
+    return same[0] if len(same) == 1 else None
+
+
+def _check_labels(frame: pd.DataFrame, spec: DatasetSpec, at: np.ndarray, word: str
+                  ) -> tuple[pd.DataFrame, np.ndarray]:
+    """The label contract: the favourable label present, every label a class (declared, or exactly two).
+
+    Returns the frame and ``at`` without the rows of undeclared labels when ``on_bad_label`` is
+    ``"drop"``; otherwise unchanged.
 
     Raises
     ------
     DataError
-        Naming the dataset and the offending column(s).
+        A single class; the favourable label missing; a declared class without rows; a label that
+        is not a class (naming it, its row count and three of its lines).
+    """
+    name, target = spec.name, spec.target
+    labels = sorted_levels(frame[target])
+    if len(labels) < 2:
+        raise DataError(f"dataset {name!r}: target {target!r} has a single class {labels}; "
+                        "counterfactuals need at least two")
+    favourable = _match_label(spec.favourable, labels)
+    if favourable is None:  # a YAML favourable "1" for an integer column (or the reverse) is matched above
+        raise DataError(f"dataset {name!r}: favourable label {spec.favourable!r} is not a value "
+                        f"of target {target!r}; labels: {labels}")
+    keys = np.array([python_scalar(v) for v in frame[target]], dtype=object)
+    if spec.classes is None:
+        others = [lv for lv in labels if lv is not favourable]
+        counts = {lv: int((keys == lv).sum()) for lv in others} if len(others) > 1 else {}
+        main = max(others, key=lambda lv: counts.get(lv, 0))  # max keeps the first of equals: stable
+        classes = [favourable, main]
+    else:
+        classes = [_match_label(c, labels) for c in spec.classes]
+        absent = [c for c, m in zip(spec.classes, classes, strict=True) if m is None]
+        if absent:
+            raise DataError(f"dataset {name!r}: declared class(es) {absent} of target {target!r} have no rows; "
+                            f"labels in the file: {labels}")
+    stray = [lv for lv in labels if not any(lv is c for c in classes)]
+    if not stray:
+        return frame, at
+    kept = set(classes)
+    bad = np.array([k not in kept for k in keys], dtype=bool)
+    parts = []
+    for lv in stray[:5]:
+        rows = keys == lv
+        parts.append(f"{lv!r} ({int(rows.sum())} row{'s' if rows.sum() > 1 else ''}, {_where(at, word, rows)})")
+    found = "; ".join(parts) + (f"; and {len(stray) - 5} more values" if len(stray) > 5 else "")
+    if spec.on_bad_label == "drop":
+        log.warning("dataset %r: dropped %d of %d rows whose label is not one of the classes %s "
+                    "(on_bad_label: drop): %s", name, int(bad.sum()), len(keys), classes, found)
+        keep = ~bad
+        return frame.loc[keep].reset_index(drop=True), at[keep]
+    if spec.classes is None:
+        raise DataError(
+            f"dataset {name!r}: target {target!r} has {len(labels)} values, but a dataset without declared "
+            f"`classes` has exactly two: the favourable {favourable!r} and one other (here {main!r}, the most "
+            f"frequent). Not a class: {found}. Fix those rows; or drop them with `classes: {classes}` and "
+            "`on_bad_label: drop` in the dataset's data.custom entry; or, for a task with more classes, list "
+            "them all under `classes`")
+    raise DataError(f"dataset {name!r}: target {target!r} has values that are not among the declared classes "
+                    f"{list(spec.classes)}: {found}. Fix those rows, add the values to `classes`, or set "
+                    "`on_bad_label: drop` to drop them")
+
+
+def _check_bounds(name: str, col: str, values: np.ndarray, bounds: tuple[float | None, float | None],
+                  at: np.ndarray, word: str) -> None:
+    """Every given value of numerical feature ``col`` (n,) within its declared bounds (NaN passes)."""
+    lo, hi = bounds
+    outside = np.zeros(len(values), dtype=bool)
+    if lo is not None:
+        outside |= values < lo
+    if hi is not None:
+        outside |= values > hi
+    if outside.any():
+        idx = np.flatnonzero(outside)[:3]
+        shown = ", ".join(f"{format_number(values[i])} on {word} {int(at[i])}" for i in idx)
+        raise DataError(f"dataset {name!r}: {int(outside.sum())} value(s) of {col!r} outside its bounds "
+                        f"{format_interval(lo, hi)}: {shown}; fix those rows, or widen bounds.{col} if the "
+                        "values are real")
+
+
+def validate_frame(frame: pd.DataFrame, spec: DatasetSpec, *, lines: np.ndarray | None = None) -> pd.DataFrame:
+    """Apply ``spec`` to a raw frame: drop columns, check roles, types, labels and bounds.
+
+    Parameters
+    ----------
+    frame : raw table (n, columns), as read from the file.
+    spec : the dataset's declaration.
+    lines : 1-based file line of each row (n,) (header = line 1), named in errors; default: errors
+        name 0-based row numbers of ``frame``.
+
+    Returns
+    -------
+    The frame restricted to the feature columns followed by the target (rows without a label,
+    and with ``on_bad_label: drop`` the rows of undeclared labels, removed).
+
+    Raises
+    ------
+    DataError
+        Naming the dataset, the offending column(s), and for bad values three of their lines.
     """
     name = spec.name
+    if lines is not None and len(lines) == len(frame):
+        at, word = np.asarray(lines, dtype=np.int64), "line"
+    else:
+        at, word = np.arange(len(frame)), "row"
     twice = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
     if twice:
         raise DataError(f"dataset {name!r}: column(s) {twice} appear more than once; rename or drop the copies")
+    bounds = {f: (lo, hi) for f, lo, hi in spec.bounds}
     declared = {"target": [spec.target], "categorical": spec.categorical, "integer": spec.integer,
-                "immutable": spec.immutable, "drop": spec.drop, "features": spec.features or ()}
+                "immutable": spec.immutable, "drop": spec.drop, "features": spec.features or (),
+                "bounds": list(bounds)}
     for role, cols in declared.items():
         missing = [c for c in cols if c not in frame.columns]
         if missing:
@@ -290,13 +501,16 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
     if reserved:
         raise DataError(f"dataset {name!r}: feature column(s) {reserved} use names the prepared tables "
                         f"reserve ({ROW_ID!r}, {LABEL!r}); rename or drop them")
-    for role in ("categorical", "integer", "immutable"):
+    for role in ("categorical", "integer", "immutable", "bounds"):
         stray = [c for c in declared[role] if c not in features]
         if stray:
             raise DataError(f"dataset {name!r}: {role} column(s) {stray} are not features")
     both = sorted(set(spec.categorical) & set(spec.integer))
     if both:
         raise DataError(f"dataset {name!r}: column(s) {both} declared both categorical and integer")
+    bounded_levels = sorted(set(spec.categorical) & set(bounds))
+    if bounded_levels:
+        raise DataError(f"dataset {name!r}: bounds apply to numerical features; {bounded_levels} are categorical")
     clashes = sorted({enc for c in spec.categorical for enc in Feature(c, "categorical").encoded_names}
                      & set(features))
     if clashes:
@@ -304,10 +518,11 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
                         "feature's encoded (cos, sin) columns; rename them")
     frame = frame[features + [spec.target]].copy()
 
-    n_missing_target = int(frame[spec.target].isna().sum())
-    if n_missing_target:
-        log.warning("dataset %r: dropping %d rows without a label", name, n_missing_target)
-        frame = frame.loc[frame[spec.target].notna()].reset_index(drop=True)
+    labelled = frame[spec.target].notna().to_numpy()
+    if not labelled.all():
+        log.warning("dataset %r: dropping %d rows without a label (%s)", name, int((~labelled).sum()),
+                    _where(at, word, ~labelled))
+        frame, at = frame.loc[labelled].reset_index(drop=True), at[labelled]
         target = frame[spec.target]
         # Missing labels turn an integer column into floats: restore the integers.
         if pd.api.types.is_float_dtype(target) and (target == np.round(target)).all():
@@ -317,6 +532,7 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
         raise DataError(f"dataset {name!r}: feature column(s) {empty} have no values (all missing); drop them")
     for col in [*spec.categorical, spec.target]:
         _check_levels(name, col, frame[col])
+    frame, at = _check_labels(frame, spec, at, word)
     for col in features:
         if col in spec.categorical:
             continue
@@ -326,38 +542,34 @@ def validate_frame(frame: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
             raise DataError(f"dataset {name!r}: column {col!r} holds dates or durations ({raw.dtype}); convert it "
                             "to a number (e.g. days since an event) or to text")
         num = pd.to_numeric(raw, errors="coerce")
-        bad = num.isna() & raw.notna()
+        bad = (num.isna() & raw.notna()).to_numpy()
         if bad.any():
             examples = sorted({str(v) for v in raw[bad].head(5)})
             raise DataError(f"dataset {name!r}: non-numeric values in numerical column {col!r}, "
-                            f"e.g. {examples} (declare it categorical if it is)")
-        infinite = np.isinf(num.to_numpy(dtype=float))
+                            f"e.g. {examples} ({_where(at, word, bad)}; declare it categorical if it is)")
+        values = num.to_numpy(dtype=float)
+        infinite = np.isinf(values)
         if infinite.any():
             raise DataError(f"dataset {name!r}: {int(infinite.sum())} infinite value(s) in numerical column "
-                            f"{col!r} (rows {np.flatnonzero(infinite)[:5].tolist()}); use a finite value or "
-                            "leave the cell empty (missing values are median-imputed)")
+                            f"{col!r} ({_where(at, word, infinite)}); use a finite value or leave the cell empty "
+                            "(missing values are median-imputed)")
         if col in spec.integer:
-            given = num.dropna()
-            fractional = given[given != np.round(given)]
-            if len(fractional):
+            fractional = ~np.isnan(values) & (values != np.round(values))
+            if fractional.any():
                 raise DataError(f"dataset {name!r}: integer column {col!r} has non-integer values, e.g. "
-                                f"{fractional.head(3).tolist()}; remove it from `integer` or round the values")
+                                f"{values[fractional][:3].tolist()} ({_where(at, word, fractional)}); remove it "
+                                "from `integer` or round the values")
+        if col in bounds:
+            _check_bounds(name, col, values, bounds[col], at, word)
         frame[col] = num.astype(float)
     if frame[features].shape[1] == 0:
         raise DataError(f"dataset {name!r}: no feature columns left")
-
-    labels = sorted_levels(frame[spec.target])
-    if len(labels) < 2:
-        raise DataError(f"dataset {name!r}: target {spec.target!r} has a single class {labels}; "
-                        "counterfactuals need at least two")
-    if python_scalar(spec.favourable) not in labels:
-        # A YAML favourable "1" for an integer column (or the reverse) is the usual cause.
-        matches = [lv for lv in labels if str(lv) == str(spec.favourable)]
-        if len(matches) != 1:
-            raise DataError(f"dataset {name!r}: favourable label {spec.favourable!r} is not a value "
-                            f"of target {spec.target!r}; labels: {labels}")
+    blank = frame[features].isna().all(axis=1).to_numpy()
+    if blank.any():
+        raise DataError(f"dataset {name!r}: {int(blank.sum())} row(s) have a label but no feature value "
+                        f"({_where(at, word, blank)}); remove them (missing values are imputed, and a row "
+                        "without any would become a made-up typical row)")
     return frame
-
 
 def _check_levels(name: str, col: str, values: pd.Series) -> None:
     """Categorical and label values must be text, integers, booleans or finite numbers (they go to JSON).
@@ -386,13 +598,20 @@ def load_dataset(name: str, params: Params) -> RawDataset:
     Returns
     -------
     RawDataset with the validated frame (original units) and its fingerprint.
+
+    Raises
+    ------
+    DataError
+        The dataset breaks its contract: an unreadable or ragged file, a label that is not a class, a
+        value outside its bounds, a row without feature values... (naming the file's lines for a CSV).
     """
     spec = dataset_spec(name, params)
+    lines = None
     if spec.source == "custom":
-        frame, source_hash = _read_custom(name, params.data.custom[name], params)
+        frame, source_hash, lines = _read_custom(name, params.data.custom[name], params)
     else:
         frame, source_hash = READERS[name](spec, params)
-    frame = validate_frame(frame, spec)
+    frame = validate_frame(frame, spec, lines=lines)
     favourable = python_scalar(spec.favourable)
     labels = sorted_levels(frame[spec.target])
     if favourable not in labels:
@@ -422,7 +641,7 @@ def prepare_splits(raw: RawDataset, seed: int, fractions: tuple[float, float, fl
     schema = Schema.fit(frame.iloc[parts["train"]], dataset=spec.name, target=spec.target,
                         favourable=spec.favourable, categorical=spec.categorical,
                         integer=spec.integer, immutable=spec.immutable, levels=raw.levels,
-                        classes=raw.classes)
+                        classes=raw.classes, bounds={f: (lo, hi) for f, lo, hi in spec.bounds})
     tables = {}
     for split, idx in parts.items():
         rows = frame.iloc[idx]

@@ -23,6 +23,11 @@ class DatasetSpec:
     categorical, integer, immutable : feature columns with those properties.
     drop : columns removed at load time (identifiers, personal data, target leaks).
     features : if given, the only feature columns kept (after ``drop``).
+    classes : every label of the target (favourable included); ``None``: exactly two.
+    on_bad_label : ``"error"`` (a label that is not a class is an error) or ``"drop"`` (its rows are
+        dropped and counted in the log).
+    bounds : ``(feature, lower, upper)`` triples: the values a numerical feature may take (``None``:
+        open side).
     """
 
     name: str
@@ -36,6 +41,9 @@ class DatasetSpec:
     drop: tuple[str, ...] = ()
     features: tuple[str, ...] | None = None
     files: tuple[str, ...] = field(default=())
+    classes: tuple[Any, ...] | None = None
+    on_bad_label: Literal["error", "drop"] = "error"
+    bounds: tuple[tuple[str, float | None, float | None], ...] = ()
 
 
 def _synthetic(name: str, description: str) -> DatasetSpec:

@@ -5,7 +5,9 @@ Numerical feature ``j``: missing values take the train median, then
 levels: level ``k`` becomes the pair ``(cos(2*pi*k/K_j), sin(2*pi*k/K_j))``; decoding takes
 ``atan2`` and the nearest level, so any point of the plane decodes to a valid level.
 Missing categorical values take the train mode. Levels are the dataset's domain (all values
-seen in the file), statistics come from the training split only.
+seen in the file), statistics come from the training split only. A numerical feature may
+carry declared bounds (the values it can take): :meth:`Schema.check_rows` names every row of
+new data that breaks them, or the training range, or holds unknown levels or missing values.
 """
 
 from __future__ import annotations
@@ -53,6 +55,18 @@ class Feature:
     lower: float = 0.0
     upper: float = 0.0
     mode: Any = None
+    bounds: tuple[float | None, float | None] | None = None
+
+    def outside_bounds(self, values: np.ndarray) -> np.ndarray:
+        """True where a numerical value (n,) is outside the declared bounds (NaN: False). Shape (n,)."""
+        out = np.zeros(len(values), dtype=bool)
+        if self.bounds is not None:
+            lo, hi = self.bounds
+            if lo is not None:
+                out |= values < lo
+            if hi is not None:
+                out |= values > hi
+        return out
 
     @property
     def width(self) -> int:
@@ -62,6 +76,49 @@ class Feature:
     @property
     def encoded_names(self) -> list[str]:
         return [self.name] if self.kind == "numerical" else [f"{self.name}__cos", f"{self.name}__sin"]
+
+
+#: Kinds of :class:`RowProblem`, in the order :meth:`Schema.check_rows` looks for them.
+ROW_PROBLEMS = ("missing_column", "all_missing", "missing_value", "non_numeric", "infinite", "unknown_category",
+                "out_of_bounds", "out_of_range")
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """One reason why a raw row is not a valid input as given.
+
+    Attributes
+    ----------
+    row : the row's index label in the checked frame.
+    position : its 0-based position there.
+    kind : one of :data:`ROW_PROBLEMS`: ``missing_column`` (the input lacks the feature's column),
+        ``all_missing`` (no feature has a value), ``missing_value`` (NaN; would be imputed),
+        ``non_numeric``, ``infinite``, ``unknown_category``, ``out_of_bounds`` (outside the
+        feature's declared bounds), ``out_of_range`` (outside the training data's range).
+    column : the feature concerned (None for ``all_missing``).
+    value : the offending value (None where there is none).
+    message : what is wrong, in the user's terms (``str(problem)`` adds the row).
+    """
+
+    row: Any
+    position: int
+    kind: str
+    column: str | None
+    value: Any
+    message: str
+
+    def __str__(self) -> str:
+        return f"row {self.row}: {self.message}"
+
+
+def format_number(v: float) -> str:
+    """A number as a user would write it: ``150`` rather than ``150.0``, else Python's shortest repr."""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def format_interval(lo: float | None, hi: float | None) -> str:
+    """``[0, 120]``, with an open side (None) shown as ``-inf`` / ``inf``."""
+    return f"[{'-inf' if lo is None else format_number(lo)}, {'inf' if hi is None else format_number(hi)}]"
 
 
 @dataclass(frozen=True)
@@ -93,6 +150,7 @@ class Schema:
         immutable: list[str] | tuple[str, ...] = (),
         levels: dict[str, list[Any]] | None = None,
         classes: list[Any] | None = None,
+        bounds: dict[str, tuple[float | None, float | None]] | None = None,
     ) -> Schema:
         """Fit statistics on ``train`` (raw units, target column included).
 
@@ -100,7 +158,9 @@ class Schema:
         ----------
         levels : categorical levels of the whole domain; default: those seen in ``train``.
         classes : all labels of the dataset; default: those seen in ``train``.
+        bounds : numerical feature -> declared (lower, upper) values it may take (None: open side).
         """
+        bounds = bounds or {}
         feats = []
         for name in (c for c in train.columns if c != target):
             col = train[name]
@@ -124,7 +184,11 @@ class Schema:
                     name=name, kind="numerical", integer=name in integer, immutable=name in immutable,
                     median=median, mean=float(filled.mean()), std=std if std > 0 and not constant else 1.0,
                     lower=float(finite.min()), upper=float(finite.max()),
+                    bounds=tuple(bounds[name]) if name in bounds else None,
                 ))
+        unbounded = sorted(set(bounds) - {f.name for f in feats if f.kind == "numerical"})
+        if unbounded:
+            raise DataError(f"dataset {dataset!r}: bounds given for {unbounded}, which are not numerical features")
         if classes is None:
             classes = sorted_levels(train[target])
         others = [c for c in classes if c != favourable]
@@ -190,6 +254,79 @@ class Schema:
         if twice:
             raise DataError(f"dataset {self.dataset!r}: input has feature columns {twice} more than once")
 
+    def check_rows(self, frame: pd.DataFrame) -> list[RowProblem]:
+        """Every problem of raw rows that are to be explained, row by row.
+
+        Checks, per row: the feature columns present, at least one feature value, and per
+        feature a value that is present, numeric and finite (numerical) or a known level
+        (categorical), within the feature's declared bounds and within the training range. A
+        row whose every feature is missing gets the single problem ``all_missing``.
+
+        Parameters
+        ----------
+        frame : DataFrame (n, ...) of rows in original units.
+
+        Returns
+        -------
+        list of :class:`RowProblem`, by row position then feature order; empty when every row is valid.
+
+        Raises
+        ------
+        DataError
+            A feature column given more than once (no row can be read unambiguously).
+        """
+        twice = sorted({str(c) for c in frame.columns[frame.columns.duplicated()] if c in self.feature_names})
+        if twice:
+            raise DataError(f"dataset {self.dataset!r}: input has feature columns {twice} more than once")
+        n = len(frame)
+        present = [f for f in self.features if f.name in frame.columns]
+        found: list[tuple[int, int, str, str | None, Any, str]] = []  # (position, feature order, ...)
+        order = {f.name: k for k, f in enumerate(self.features)}
+        blank = (frame[[f.name for f in present]].isna().all(axis=1).to_numpy() if present
+                 else np.ones(n, dtype=bool))
+        for pos in np.flatnonzero(blank):
+            found.append((pos, -1, "all_missing", None, None, "every feature is missing; a row needs its values"))
+        for f in self.features:
+            if f.name not in frame.columns:
+                found += [(pos, order[f.name], "missing_column", f.name, None,
+                           f"the input has no column {f.name!r}") for pos in range(n) if not blank[pos]]
+        for f in present:
+            col = frame[f.name].reset_index(drop=True)
+            k = order[f.name]
+            for pos in np.flatnonzero(col.isna().to_numpy() & ~blank):
+                fill = format_number(f.median) if f.kind == "numerical" else repr(f.mode)
+                found.append((pos, k, "missing_value", f.name, None,
+                              f"{f.name} is missing (it would be imputed as {fill}, the training "
+                              f"{'median' if f.kind == 'numerical' else 'most frequent level'})"))
+            if f.kind == "categorical":
+                known = set(f.levels)
+                unknown = [v for v in pd.unique(col.dropna()) if python_scalar(v) not in known]
+                for pos in np.flatnonzero(col.isin(unknown).to_numpy()) if unknown else ():
+                    v = python_scalar(col[pos])
+                    found.append((pos, k, "unknown_category", f.name, v,
+                                  f"{f.name} = {v!r} is not a known level (known: "
+                                  f"{', '.join(repr(lv) for lv in f.levels[:30])})"))
+                continue
+            values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+            for pos in np.flatnonzero(np.isnan(values) & col.notna().to_numpy()):
+                found.append((pos, k, "non_numeric", f.name, col[pos], f"{f.name} = {col[pos]!r} is not a number"))
+            for pos in np.flatnonzero(np.isinf(values)):
+                found.append((pos, k, "infinite", f.name, values[pos], f"{f.name} = {values[pos]} is not finite"))
+            finite = np.where(np.isfinite(values), values, np.nan)
+            outside = f.outside_bounds(finite)
+            for pos in np.flatnonzero(outside):
+                found.append((pos, k, "out_of_bounds", f.name, values[pos], f"{f.name} = "
+                              f"{format_number(values[pos])} is outside its bounds {format_interval(*f.bounds)}"))
+            off = ~outside & ((finite < f.lower) | (finite > f.upper))
+            for pos in np.flatnonzero(off):
+                found.append((pos, k, "out_of_range", f.name, values[pos],
+                              f"{f.name} = {format_number(values[pos])} is outside the training range "
+                              f"{format_interval(f.lower, f.upper)}"))
+        labels = frame.index
+        return [RowProblem(row=python_scalar(labels[pos]), position=int(pos), kind=kind, column=col_name,
+                           value=python_scalar(value) if value is not None else None, message=message)
+                for pos, _, kind, col_name, value, message in sorted(found, key=lambda t: (t[0], t[1]))]
+
     def transform(self, frame: pd.DataFrame) -> np.ndarray:
         """Encode raw rows.
 
@@ -252,37 +389,61 @@ class Schema:
             raise DataError(f"dataset {self.dataset!r}: cannot decode non-finite encoded values (NaN / inf) in "
                             f"{rows.size} rows, e.g. rows {rows[:5].tolist()}")
 
-    def inverse_transform(self, X: np.ndarray) -> pd.DataFrame:
+    def inverse_transform(self, X: np.ndarray, factuals: pd.DataFrame | None = None) -> pd.DataFrame:
         """Decode encoded rows (n, n_encoded) to a DataFrame in original units and levels.
 
-        Integer features are rounded; categoricals snap to the nearest level in phase.
+        Mutable integer features are rounded; categoricals snap to the nearest level in phase.
+        Immutable numerical features are never rounded to an integer: their decoded value is
+        given back to 12 significant digits (so ``45.5`` stays ``45.5``), an integer column when
+        every value is whole.
+
+        Parameters
+        ----------
+        X : encoded rows, shape (n, n_encoded).
+        factuals : the raw rows (n, ...) that ``X`` was derived from, in the same order; where
+            given, immutable features take their values exactly as there (missing ones: decoded).
 
         Raises
         ------
         DataError
-            Wrong shape, or non-finite values (a diverged point has no original units).
+            Wrong shape, non-finite values (a diverged point has no original units), or
+            ``factuals`` of another length.
         """
         X = np.asarray(X, dtype=float)
         if X.ndim != 2 or X.shape[1] != self.n_encoded:
             raise DataError(f"dataset {self.dataset!r}: expected encoded rows of width "
                             f"{self.n_encoded}, got shape {X.shape}")
         self._require_finite(X)
+        if factuals is not None and len(factuals) != len(X):
+            raise DataError(f"dataset {self.dataset!r}: {len(factuals)} factual rows for {len(X)} encoded rows")
         cols: dict[str, Any] = {}
         for f, sl in zip(self.features, self.slices().values(), strict=True):
+            given = None
+            if factuals is not None and f.immutable and f.name in factuals.columns:
+                given = factuals[f.name].reset_index(drop=True)
             if f.kind == "numerical":
                 v = X[:, sl.start] * f.std + f.mean
-                cols[f.name] = np.rint(v).astype(np.int64) if f.integer else v
+                if f.immutable:
+                    v = np.array([float(f"{x:.12g}") for x in v])
+                    if given is not None:
+                        exact = pd.to_numeric(given, errors="coerce").to_numpy(dtype=float)
+                        v = np.where(np.isnan(exact), v, exact)
+                    whole = f.integer and bool((v == np.rint(v)).all())
+                    cols[f.name] = v.astype(np.int64) if whole else v
+                else:
+                    cols[f.name] = np.rint(v).astype(np.int64) if f.integer else v
             else:
                 idx = self.decode_categorical(X, f.name)
-                cols[f.name] = pd.Series([f.levels[i] for i in idx], dtype=object)
+                levels = pd.Series([f.levels[i] for i in idx], dtype=object)
+                cols[f.name] = levels if given is None else given.astype(object).where(given.notna(), levels)
         return pd.DataFrame(cols)
 
     def snap(self, X: np.ndarray) -> np.ndarray:
         """Project encoded rows onto valid points. Shape kept.
 
         Numerical features are clipped to the training range [lower, upper] (then rounded when
-        integer), categoricals become exact phase pairs of their nearest level. Non-finite
-        values are an error (DataError), not clipped.
+        integer and mutable), categoricals become exact phase pairs of their nearest level.
+        Non-finite values are an error (DataError), not clipped.
         """
         X = np.array(X, dtype=float)
         self._require_finite(X)
@@ -309,6 +470,9 @@ class Schema:
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        for f in d["features"]:  # only declared bounds are written (schema files without them are unchanged)
+            if f["bounds"] is None:
+                del f["bounds"]
         d["encoded_columns"] = self.encoded_columns
         return d
 
@@ -318,7 +482,9 @@ class Schema:
         d.pop("encoded_columns", None)
         if d.get("version") != SCHEMA_VERSION:
             raise DataError(f"schema version {d.get('version')} is not supported (expected {SCHEMA_VERSION})")
-        feats = tuple(Feature(**{**f, "levels": tuple(f["levels"])}) for f in d.pop("features"))
+        feats = tuple(Feature(**{**f, "levels": tuple(f["levels"]),
+                                 **({"bounds": tuple(f["bounds"])} if f.get("bounds") is not None else {})})
+                      for f in d.pop("features"))
         return cls(features=feats, classes=tuple(d.pop("classes")), **d)
 
     def save(self, path: str | Path) -> Path:
@@ -355,11 +521,18 @@ def encode_rows(X: np.ndarray | pd.DataFrame, schema: Schema | None = None, *, w
     Raises
     ------
     DataError
-        A DataFrame without schema, non-numeric values, not 2-D, wrong width, NaN or inf.
+        A DataFrame without schema, non-numeric values, a row without any feature value, a value
+        outside its feature's declared bounds, not 2-D, wrong width, NaN or inf.
     """
     if isinstance(X, pd.DataFrame):
         if schema is None:
             raise DataError(f"a DataFrame {what} needs a schema to encode it; pass schema= or encoded rows")
+        schema.check_columns(X)
+        refused = [p for p in schema.check_rows(X) if p.kind in ("all_missing", "out_of_bounds")]
+        if refused:
+            raise DataError(f"dataset {schema.dataset!r}: {len({p.position for p in refused})} {what} row(s) "
+                            f"refused: {'; '.join(str(p) for p in refused[:5])}"
+                            f"{'; ...' if len(refused) > 5 else ''}")
         missing = {f.name: int(X[f.name].isna().sum()) for f in schema.features
                    if f.name in X.columns and X[f.name].isna().any()}
         if missing:
