@@ -757,3 +757,103 @@ def test_distillation_keeps_the_noise_class(moons, trained, ensemble, tmp_path):
     share1, score1 = noise_share_and_median_score()
     assert share0 > 0.5 and share1 > share0 - 0.1, (share0, share1)
     assert abs(score1 - score0) < 1.0, (score0, score1)
+
+
+class _Constant:
+    """A binary model that labels every row ``label``; counts its calls."""
+
+    def __init__(self, label: int) -> None:
+        self.label, self.calls = label, 0
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        proba = np.zeros((len(X), 2))
+        proba[:, self.label] = 1.0
+        return proba
+
+
+def test_generate_with_an_oracle_carries_the_ensemble_verdict_and_changes_nothing_else(moons, trained, ensemble):
+    import dataclasses
+
+    X, y = moons.arrays("test")
+    rows, target = X[:12], 1 - y[:12]
+    plain = trained.generate(rows, target=target)
+    before = ensemble.used("verify")
+    checked = trained.generate(rows, target=target, oracle=ensemble)
+    assert plain.verdict is None and ensemble.used("verify") - before == 12  # one query of the n rows
+    for f in dataclasses.fields(plain):
+        if f.name not in ("verdict", "counterfactuals_original", "trajectories"):
+            np.testing.assert_array_equal(getattr(plain, f.name), getattr(checked, f.name))
+    pd.testing.assert_frame_equal(plain.counterfactuals_original, checked.counterfactuals_original)
+    out = ensemble.query(checked.counterfactuals, budget="eval")
+    v = checked.verdict
+    assert v.member_names == ensemble.member_names and v.queries == 12 and v.budget_name == "verify"
+    np.testing.assert_array_equal(v.member_valid, (out.member_labels == target).T)
+    np.testing.assert_array_equal(v.agreement, out.agreement(target))
+    later = plain.verify(ensemble, budget_name="later")  # the separate step gives the same verdict
+    assert ensemble.used("later") == 12 and later.verdict.member_labels.tolist() == v.member_labels.tolist()
+    assert later.counterfactuals is plain.counterfactuals and plain.verdict is None  # a new result
+
+
+def test_counterfactuals_the_ensemble_rejects_are_logged_with_counts(moons, trained, caplog):
+    X, _ = moons.arrays("test")
+    target = np.ones(6, dtype=int)
+    oracle = {"no": _Constant(0), "yes": _Constant(1), "also_yes": _Constant(1)}
+    with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
+        res = trained.generate(X[:6], target=target, oracle=oracle)
+    assert ("6 of 6 counterfactuals are rejected by at least one of the 3 ensemble members; 0 by a majority, "
+            "0 by all (mean agreement 0.67)") in caplog.text
+    assert res.verdict.counts()["valid_per_model"] == {"no": 0, "yes": 6, "also_yes": 6}
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
+        res = trained.generate(X[:6], target=target, oracle={"no": _Constant(0), "other": _Constant(0)})
+    assert "6 of 6 counterfactuals are rejected by at least one of the 2 ensemble members; 6 by a majority, " \
+           "6 by all (mean agreement 0.00)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="recourselab.densityflow.model"):
+        res = trained.generate(X[:6], target=target, oracle=_Constant(1))  # one model alone
+    assert "rejected" not in caplog.text and res.verdict.unanimous.all()
+
+
+def test_a_verification_budget_too_small_refuses_before_any_solve_or_query(moons, trained, monkeypatch):
+    X, y = moons.arrays("test")
+    member = _Constant(1)
+    box = BlackBox({"m": member}, schema=moons.schema, budgets={"verify": 4})
+    monkeypatch.setattr(DensityFlow, "_solve", lambda *a, **k: pytest.fail("solved before the budget check"))
+    with pytest.raises(QueryBudgetExceeded, match=r"verifying 5 counterfactuals needs 5 rows .* only 4 are left"):
+        trained.generate(X[:5], target=1 - y[:5], oracle=box)
+    assert box.used("verify") == 0 and member.calls == 0
+
+
+def test_progress_bars_change_no_result_and_no_log_line(moons, ensemble, monkeypatch, caplog):
+    import io
+    import logging
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    X, y = moons.arrays("train")
+    settings = {**FAST, "epochs": 4, "max_train_rows": 160, "distill_epochs": 2}
+
+    def run(progress):
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="recourselab.densityflow"):
+            flow = DensityFlow(schema=moons.schema, seed=3, **settings).fit(X, y, progress=progress)
+            flow.distill(ensemble, X, y, budget=20, budget_name=f"bars-{progress}", progress=progress)
+        lines = [r.getMessage().split("; ")[0] for r in caplog.records]  # the wall times differ
+        return flow, lines
+
+    stream = Terminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.delenv("CI", raising=False)
+    shown, shown_lines = run(None)  # auto on a terminal: the bars show
+    assert "DensityFlow seed 3" in stream.getvalue() and "distill seed 3" in stream.getvalue()
+    written = stream.getvalue()
+    hidden, hidden_lines = run(False)
+    assert stream.getvalue() == written  # hidden: nothing more written
+    assert shown_lines == hidden_lines and any(line.startswith("DensityFlow training") for line in shown_lines)
+    assert shown.log_.rows == hidden.log_.rows
+    for name in DensityFlow.WEIGHT_FILES:
+        assert shown.file_bytes(name) == hidden.file_bytes(name)

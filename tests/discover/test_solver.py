@@ -588,3 +588,71 @@ def test_a_rule_on_an_immutable_feature_is_logged_once_and_changes_nothing(toy, 
     assert caplog.text.count("actionability rules on immutable features ['sex'] have no effect") == 1
     imm = toy.schema.immutable_mask()
     assert np.array_equal(res.counterfactuals[:, imm], toy.factuals[:, imm])
+
+
+class _Fixed:
+    """A binary model that scores every row ``p`` for the favourable class."""
+
+    def __init__(self, p: float) -> None:
+        self.p = p
+
+    def predict_proba(self, X):
+        return np.tile([1.0 - self.p, self.p], (len(X), 1))
+
+
+def test_each_row_is_checked_against_the_target_value_it_is_matched_to(toy):
+    import dataclasses
+
+    res = _run(toy)
+    assert np.array_equal(res.favourable, res.scores > 0.5)
+    matched = res.matched_target
+    assert np.array_equal(np.sort(matched), np.sort(res.target_values))  # a permutation of the targets
+    order = np.argsort(res.scores, kind="stable")
+    assert np.all(np.diff(matched[order]) >= 0)  # the output transport's monotone matching
+    assert np.array_equal(res.valid, res.favourable | (matched <= 0.5))
+    by_hand = dataclasses.replace(res, scores=np.array([0.9, 0.2, 0.4, 0.45]),
+                                  target_values=np.array([0.8, 0.7, 0.6, 0.1]))
+    assert by_hand.matched_target.tolist() == [0.8, 0.1, 0.6, 0.7]
+    assert by_hand.valid.tolist() == [True, True, False, False]
+
+
+def test_rows_short_of_their_matched_target_are_logged_with_counts(toy, caplog):
+    with caplog.at_level("WARNING", logger="recourselab.discover.solver"), pytest.warns(NotCertifiedWarning):
+        res = Discover(_Fixed(0.3), schema=toy.schema, **(FAST | {"max_iter": 2})).explain(toy.factuals, TARGET)
+    wanted = int((res.target_values > 0.5).sum())
+    assert 0 < wanted < 40 and not res.favourable.any() and int((~res.valid).sum()) == wanted
+    assert (f"DISCOVER: {wanted} of 40 counterfactual rows are not favourable (b(x) <= 0.5) although their matched "
+            f"target value is; 0 of 40 rows are favourable, the target asks for {wanted}") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="recourselab.discover.solver"), pytest.warns(NotCertifiedWarning):
+        res = Discover(_Fixed(0.7), schema=toy.schema, **(FAST | {"max_iter": 2})).explain(toy.factuals, TARGET)
+    assert res.valid.all() and "not favourable" not in caplog.text
+
+
+def test_the_progress_bar_changes_no_result_and_no_log_line(toy, monkeypatch, caplog):
+    import io
+    import re
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    def run(progress):
+        caplog.clear()
+        with caplog.at_level("DEBUG", logger="recourselab.discover"):
+            res = Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(toy.factuals, TARGET, progress=progress)
+        return res, [re.sub(r"\d+\.\d+s", "", r.getMessage()) for r in caplog.records]  # the wall time differs
+
+    stream = Terminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.delenv("CI", raising=False)
+    shown, shown_lines = run(None)  # auto on a terminal: the bar shows
+    assert "DISCOVER" in stream.getvalue() and "iter" in stream.getvalue()
+    written = stream.getvalue()
+    hidden, hidden_lines = run(False)
+    assert stream.getvalue() == written
+    assert np.array_equal(shown.counterfactuals, hidden.counterfactuals)
+    pd.testing.assert_frame_equal(shown.log, hidden.log)
+    assert shown.metrics == hidden.metrics and shown.queries == hidden.queries
+    assert shown_lines == hidden_lines and len(shown_lines) > 2

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from recourselab.errors import DataError
-from recourselab.metrics.robustness import query_set, summarize_seeds, validity_metrics
+from recourselab.metrics.robustness import query_set, summarize_seeds, validity_by_direction, validity_metrics
 from recourselab.models.oracle import EnsembleOutput
 
 
@@ -79,3 +79,39 @@ def test_empty_query_sets_and_counterfactual_sets_are_refused():
         query_set(out, np.array([1, 0]), 10)
     with pytest.raises(DataError, match="validity needs at least one counterfactual, got 0 rows"):
         validity_metrics(EnsembleOutput(("a",), np.zeros((1, 0, 2))), np.zeros(0, dtype=int))
+
+
+def test_validity_by_direction_splits_recourse_from_the_reverse():
+    # rows 0-2: factual 0 -> target 1 (favourable 1: recourse); rows 3-4: factual 1 -> target 0 (reverse)
+    out = _output([[1, 1, 0, 0, 1], [1, 0, 0, 0, 0]])
+    factual = np.array([0, 0, 0, 1, 1])
+    target = 1 - factual
+    by = validity_by_direction(out, target, factual, favourable=1)
+    assert set(by) == {"unfavourable_to_favourable", "favourable_to_unfavourable"}
+    recourse, reverse = by["unfavourable_to_favourable"], by["favourable_to_unfavourable"]
+    assert recourse == {"n": 3, **validity_metrics(_output([[1, 1, 0], [1, 0, 0]]), np.ones(3, dtype=int))}
+    assert recourse["per_model"] == {"m0": pytest.approx(2 / 3), "m1": pytest.approx(1 / 3)}
+    assert reverse["n"] == 2 and reverse["per_model"] == {"m0": 0.5, "m1": 1.0} and reverse["unanimous"] == 0.5
+    # the overall figures are the row-weighted mix of the two directions
+    overall = validity_metrics(out, target)
+    mixed = (3 * recourse["mean_per_model"] + 2 * reverse["mean_per_model"]) / 5
+    assert overall["mean_per_model"] == pytest.approx(mixed)
+    # favourable class 0 swaps the roles
+    swapped = validity_by_direction(out, target, factual, favourable=0)
+    assert swapped["unfavourable_to_favourable"] == reverse and swapped["favourable_to_unfavourable"] == recourse
+
+
+def test_a_direction_without_rows_has_a_zero_count_and_no_values_and_three_classes_add_a_third():
+    out = _output([[1, 1], [1, 0]])
+    by = validity_by_direction(out, np.array([1, 1]), np.array([0, 0]), favourable=1)
+    assert by["favourable_to_unfavourable"] == {"n": 0, "per_model": {"m0": None, "m1": None},
+                                                "mean_per_model": None, "unanimous": None, "majority": None}
+    assert summarize_seeds({0: {"v": by}})["summary"]["v.unfavourable_to_favourable.n"]["mean"] == 2
+    assert "v.favourable_to_unfavourable.mean_per_model" not in summarize_seeds({0: {"v": by}})["summary"]
+    three = EnsembleOutput(("a",), np.eye(3)[[[1, 2, 0]]])  # labels 1, 2, 0 for the three rows
+    factual, target = np.array([0, 1, 2]), np.array([1, 2, 0])  # favourable 1: 0->1, 1->2, 2->0
+    by3 = validity_by_direction(three, target, factual, favourable=1)
+    assert {k: v["n"] for k, v in by3.items()} == {"unfavourable_to_favourable": 1, "favourable_to_unfavourable": 1,
+                                                   "unfavourable_to_unfavourable": 1}
+    with pytest.raises(DataError, match="one factual label per counterfactual"):
+        validity_by_direction(three, target, factual[:2], favourable=1)

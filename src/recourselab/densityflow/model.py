@@ -6,6 +6,7 @@ Typical use::
     flow.fit(X_train, y_train)                  # alternating surrogate / generator training
     flow.distill(oracle, X_train, y_train, budget=500)   # align the surrogate with the black box
     result = flow.generate(X_query, target=1 - y_query)  # CounterfactualResult
+    checked = result.verify(oracle)      # or generate(..., oracle=oracle): result.verdict per row
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 import math
 import numbers
 import time
+from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,9 +34,18 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from recourselab.data.schema import Schema, encode_rows
 from recourselab.densityflow.flow import VelocityField, integrate
 from recourselab.densityflow.surrogate import Surrogate, noise_bound, refresh_spectral_norms
-from recourselab.errors import ArtifactError, ConfigError, DataError, MissingArtifactError, RecourselabError
-from recourselab.io import RESTORE_HINT, error_reason, json_bytes, read_json, write_bytes
+from recourselab.errors import (
+    ArtifactError,
+    ChecksumError,
+    ConfigError,
+    DataError,
+    MissingArtifactError,
+    RecourselabError,
+)
+from recourselab.io import RESTORE_HINT, error_reason, json_bytes, read_json, restore_hint, write_bytes
+from recourselab.models.verdict import VERIFY_BUDGET, Verdict, as_oracle, require_budget, verify
 from recourselab.orchestration import code_fingerprint, torch_seeded
+from recourselab.progress import bar
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +218,8 @@ class CounterfactualResult:
         start (the factual or one of its jitters) and ends at the raw end state, before the
         clamping to the noise box, the snapping to valid points and the immutable copy that
         give ``counterfactuals``.
+    verdict : the ensemble's verdict on the counterfactuals (per-model validity, agreement),
+        or None when no oracle checked them (see :meth:`verify`).
     """
 
     factuals: np.ndarray
@@ -218,6 +231,34 @@ class CounterfactualResult:
     density: np.ndarray
     surrogate_valid: np.ndarray
     trajectories: np.ndarray | None = None
+    verdict: Verdict | None = None
+
+    def verify(self, oracle: Any, *, budget_name: str = VERIFY_BUDGET) -> CounterfactualResult:
+        """This result with the ensemble's verdict on its counterfactuals.
+
+        One query of the n counterfactuals through ``oracle`` (a
+        :class:`~recourselab.models.BlackBox`, a mapping of named models or one model), counted
+        under its budget ``budget_name``. Rows that some member rejects are logged as a warning
+        with their counts.
+
+        Raises
+        ------
+        QueryBudgetExceeded
+            The budget has fewer than n rows left (no member is called).
+        """
+        verdict = verify(oracle, self.counterfactuals, self.target, budget_name=budget_name)
+        _log_rejections(verdict)
+        return dataclasses.replace(self, verdict=verdict)
+
+
+def _log_rejections(verdict: Verdict) -> None:
+    """A warning with counts when some member rejects some of the verdict's counterfactuals."""
+    c = verdict.counts()
+    if c["rejected_by_any"]:
+        log.warning("%d of %d counterfactuals are rejected by at least one of the %d ensemble members; %d by a "
+                    "majority, %d by all (mean agreement %.2f); see the result's verdict for each row",
+                    c["rejected_by_any"], c["n"], verdict.n_members, c["rejected_by_majority"],
+                    c["rejected_by_all"], c["mean_agreement"])
 
 
 @dataclass
@@ -378,7 +419,7 @@ class DensityFlow:
         loss = cfg.lambda_valid * valid + cfg.lambda_cost * cost + cfg.lambda_den * den
         return loss, {"valid": valid.item(), "cost": cost.item(), "density": den.item()}
 
-    def fit(self, X: np.ndarray, y: np.ndarray, *, progress: bool = False,
+    def fit(self, X: np.ndarray, y: np.ndarray, *, progress: bool | None = None,
             checkpoint_dir: str | Path | None = None, checkpoint_seconds: float = 60.0) -> DensityFlow:
         """Train surrogate and generator with alternating AdamW steps (one each per batch).
 
@@ -387,7 +428,8 @@ class DensityFlow:
         Parameters
         ----------
         X : (n, d) encoded training rows; y : (n,) class indices 0..K-1.
-        progress : show a progress bar over epochs.
+        progress : a progress bar over epochs: True shows it, False hides it, None shows it only
+            on an interactive terminal outside CI (:func:`recourselab.progress.bar`).
         checkpoint_dir : folder for a resumable training state (networks, EMA copies, optimizers,
             schedules, random state, log), written atomically at the end of an epoch once
             ``checkpoint_seconds`` have passed since the last write. Its file name hashes the
@@ -423,7 +465,7 @@ class DensityFlow:
             raise
         return self
 
-    def _train(self, X: np.ndarray, y: np.ndarray, n_classes: int, *, progress: bool,
+    def _train(self, X: np.ndarray, y: np.ndarray, n_classes: int, *, progress: bool | None,
                checkpoint_dir: str | Path | None, checkpoint_seconds: float) -> None:
         """The body of :meth:`fit` on checked rows ``X`` (n, d) and labels ``y`` (n,)."""
         cfg = self.config
@@ -449,11 +491,9 @@ class DensityFlow:
         last_write = started = time.monotonic()
         report_every = math.ceil(n_epochs / 10)  # at most ten progress lines per fit in the stage logs (and the last)
 
-        epochs = range(first, n_epochs)
-        if progress:
-            from tqdm import tqdm
-
-            epochs = tqdm(epochs, desc="densityflow", unit="epoch", initial=first, total=n_epochs)
+        # a bar closes itself when the loop ends, however it ends
+        epochs = bar(range(first, n_epochs), total=n_epochs, initial=first, desc=f"DensityFlow seed {cfg.seed}",
+                     unit="epoch", enabled=progress)
         for epoch in epochs:
             perm = torch.randperm(len(yt), generator=gen).to(self.device)
             sums: dict[str, float] = {"nce": 0.0, "loss": 0.0, "valid": 0.0, "cost": 0.0, "density": 0.0}
@@ -483,6 +523,8 @@ class DensityFlow:
                 s.step()
             row = {"epoch": epoch, **{k: v / n_batches for k, v in sums.items()}}
             self.log_.rows.append(row)
+            if not epochs.disable:
+                epochs.set_postfix(loss=f"{row['loss']:.4f}", refresh=False)
             log.debug("epoch %d: %s", epoch, row)
             if (epoch + 1) % report_every == 0 or epoch + 1 == n_epochs:
                 elapsed = time.monotonic() - started
@@ -541,7 +583,7 @@ class DensityFlow:
 
     # ------------------------------------------------------------------ distillation
     def distill(self, oracle: Any, X: np.ndarray, y: np.ndarray, *, budget: int = 500,
-                budget_name: str = DISTILL_BUDGET) -> int:
+                budget_name: str = DISTILL_BUDGET, progress: bool | None = None) -> int:
         """Align the surrogate with a black-box ``oracle`` using at most ``budget`` queried rows.
 
         Support points are the flow's end states for training queries; their labels are the
@@ -556,7 +598,8 @@ class DensityFlow:
 
         A call that fails (a member error, bad oracle output) or is interrupted restores the
         networks' weights from before the call; the rows it queried stay counted in
-        ``queries_used_``, as the oracle spent them.
+        ``queries_used_``, as the oracle spent them. ``progress``: a bar over the distillation
+        epochs, as in :meth:`fit`.
 
         Raises
         ------
@@ -592,7 +635,9 @@ class DensityFlow:
         self.surrogate.train()
         self.field.train()
         try:
-            self._distill_loop(oracle, Xt, yt, gen, opt_phi, opt_g, budget, budget_name)
+            with bar(range(cfg.distill_epochs), desc=f"distill seed {cfg.seed}", unit="epoch",
+                     enabled=progress) as epochs:
+                self._distill_loop(oracle, Xt, yt, gen, opt_phi, opt_g, budget, budget_name, epochs)
         except BaseException:
             for module, state in zip((self.surrogate, self.field), weights, strict=True):
                 module.load_state_dict(state)
@@ -606,14 +651,15 @@ class DensityFlow:
 
     def _distill_loop(self, oracle: Any, Xt: torch.Tensor, yt: torch.Tensor, gen: torch.Generator,
                       opt_phi: torch.optim.Optimizer, opt_g: torch.optim.Optimizer, budget: int,
-                      budget_name: str) -> None:
-        """The distillation epochs; adds each query's rows to ``queries_used_`` as it is answered."""
+                      budget_name: str, epochs: Iterable[int]) -> None:
+        """The distillation epochs (``epochs``: their indices, possibly behind a progress bar); adds each
+        query's rows to ``queries_used_`` as it is answered."""
         from recourselab.models.oracle import QueryBudgetExceeded
 
         cfg = self.config
         used = 0
         support: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-        for _ in range(cfg.distill_epochs):
+        for _ in epochs:
             queried, spent = 0, False
             for _ in range(cfg.distill_inner):
                 left = budget - used
@@ -690,7 +736,8 @@ class DensityFlow:
 
     @torch.no_grad()
     def generate(self, factuals: np.ndarray | pd.DataFrame, target: np.ndarray | int | None = None, *,
-                 return_trajectories: bool = False, n_points: int = 20) -> CounterfactualResult:
+                 return_trajectories: bool = False, n_points: int = 20, oracle: Any = None,
+                 budget_name: str = VERIFY_BUDGET) -> CounterfactualResult:
         """Counterfactuals for ``factuals`` (n, d) towards ``target`` (n,) or one class.
 
         ``n_starts`` starts per query (the query itself and Gaussian jitters on mutable
@@ -711,10 +758,22 @@ class DensityFlow:
             the other class of each row's label to flip every row.
         return_trajectories : also return each query's ODE path.
         n_points : points per path (an integer >= 2), evenly spaced in ODE time.
+        oracle : the ensemble (a :class:`~recourselab.models.BlackBox`, a mapping of named models
+            or one model) that checks the counterfactuals: the result then carries its
+            ``verdict`` (per-model validity and agreement, :meth:`CounterfactualResult.verify`),
+            and rows that some member rejects are logged as a warning with counts. None: no
+            check, no query.
+        budget_name : the oracle budget that the n verification rows count against; one that
+            cannot take them raises before any work is done.
 
         Returns
         -------
         CounterfactualResult
+
+        Raises
+        ------
+        QueryBudgetExceeded
+            ``budget_name`` of ``oracle`` has fewer than n rows left.
         """
         self._require_fit()
         cfg = self.config
@@ -725,6 +784,9 @@ class DensityFlow:
         n, d = X.shape
         if n == 0:
             raise DataError("generate: no factual rows")
+        if oracle is not None:
+            oracle = as_oracle(oracle)
+            require_budget(oracle, n, budget_name)  # before the solves, not after them
         if target is None:
             tgt = self.default_target(n)
         else:
@@ -753,10 +815,11 @@ class DensityFlow:
             original = self.schema.inverse_transform(cf)
             if isinstance(factuals, pd.DataFrame):
                 original.index = factuals.index
-        return CounterfactualResult(
+        result = CounterfactualResult(
             factuals=X, counterfactuals=cf, counterfactuals_original=original,
             target=tgt, cost_l1=np.abs(cf - X).sum(1), cost_l2=np.linalg.norm(cf - X, axis=1),
             density=density.astype(float), surrogate_valid=ok, trajectories=traj)
+        return result if oracle is None else result.verify(oracle, budget_name=budget_name)
 
     def _solve(self, X: np.ndarray, tgt: np.ndarray, jit: torch.Tensor,
                n_points: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -889,9 +952,10 @@ class DensityFlow:
             data = path.read_bytes()
             expected = meta.get("weights_sha256", {}).get(name)  # older saves lack it: not checked
             if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-                raise ArtifactError(f"{path} is not the weights file that {meta_path.name} was saved with (sha256 "
-                                    f"differs; a save interrupted between its files, or a file from another "
-                                    f"model); {RESTORE_HINT}")
+                stage = "distill" if meta.get("queries_used", 0) else "train_flow"  # distill records its queries
+                raise ChecksumError(f"{path} is not the weights file that {meta_path.name} was saved with (sha256 "
+                                    f"differs; truncated, altered, a save interrupted between its files, or a file "
+                                    f"from another model); {restore_hint(path, stage=stage, dataset=saved)}")
             try:
                 state = torch.load(io.BytesIO(data), map_location=flow.device, weights_only=True)
             except Exception as err:  # noqa: BLE001 - a truncated or foreign file: one message

@@ -51,6 +51,7 @@ from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.strategies import Evaluation, SearchContext, make_strategy
 from recourselab.discover.targets import Target, make_target
 from recourselab.errors import DataError
+from recourselab.progress import bar
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,9 @@ class DiscoverResult:
     iteration : index of the returned iterate in ``log``.
     settings : the solver settings (``to_dict()``).
     method : "discover" or "dce".
+
+    The model's verdict on each row, from the scores already computed (no query):
+    :attr:`favourable`, :attr:`matched_target` and :attr:`valid`.
     """
 
     counterfactuals: np.ndarray
@@ -104,6 +108,27 @@ class DiscoverResult:
     settings: dict[str, Any] = field(default_factory=dict)
     method: str = "discover"
     row_scores: np.ndarray | None = None
+
+    @property
+    def favourable(self) -> np.ndarray:
+        """Whether the model gives each counterfactual row a favourable-class probability above one
+        half, b(x) > 0.5 (with two classes: it labels the row favourable). Shape (n,), bool."""
+        return np.asarray(self.scores) > 0.5
+
+    @property
+    def matched_target(self) -> np.ndarray:
+        """The target value each row is matched to in the output transport: the target of the
+        same rank as the row's score (ties by row index). Shape (n,)."""
+        out = np.empty(len(self.scores))
+        out[np.argsort(self.scores, kind="stable")] = np.sort(self.target_values)
+        return out
+
+    @property
+    def valid(self) -> np.ndarray:
+        """Per-row validity with respect to the target: the row is favourable wherever its matched
+        target value is (b(x) > 0.5 where y* > 0.5); rows matched to an unfavourable target value
+        are valid. Shape (n,), bool."""
+        return self.favourable | (self.matched_target <= 0.5)
 
     def metadata(self) -> dict[str, Any]:
         """JSON-safe summary (metrics, feasibility, target, queries, time, settings)."""
@@ -455,14 +480,19 @@ class Discover:
 
     # ------------------------------------------------------------------ main entry
     def explain(self, factuals: np.ndarray | pd.DataFrame,
-                target: Target | Mapping[str, Any] | str) -> DiscoverResult:
+                target: Target | Mapping[str, Any] | str, *, progress: bool | None = None) -> DiscoverResult:
         """Find a certified counterfactual distribution for ``factuals``.
+
+        Rows that fall short of their matched target value (:attr:`DiscoverResult.valid`) are
+        logged as a warning with counts.
 
         Parameters
         ----------
         factuals : encoded rows (n, d) or a raw DataFrame (encoded through the schema).
         target : a :class:`Target` (or its dict, or a kind name with default parameters);
             its ``n`` values are drawn for this sample.
+        progress : a bar over the outer iterations: True shows it, False hides it, None shows it
+            only on an interactive terminal outside CI (:func:`recourselab.progress.bar`).
 
         Returns
         -------
@@ -492,7 +522,10 @@ class Discover:
         stall = 0
         eta = left
         m = None
-        for t in range(s.max_iter + 1):
+        # the bar closes itself when the loop ends (at max_iter or a stop rule)
+        iterations = bar(range(s.max_iter + 1), desc=f"DISCOVER {s.strategy} seed {s.seed}", unit="iter",
+                         enabled=progress)
+        for t in iterations:
             if t > 0 and s.resample_directions:  # fresh directions: the old sort orders do not carry over
                 theta = directions_at(d, s, t)
                 ref_x = sorted_projections(Xf, theta)
@@ -514,6 +547,8 @@ class Discover:
             rec["OT_y_metric"] = ot_y(y, ystar, delta=s.metric_delta)
             records.append(rec)
             q_rows.append(m.row_scores(eta))
+            if not iterations.disable:
+                iterations.set_postfix(Q=f"{Q:.4g}", certified=bool(feasible), refresh=False)
             stall = stall + 1 if feasible and t > 0 and records[-2]["improvement"] <= s.tol else 0
             done = (s.stops_early(feasible and changed.any(), rec["OT_y_metric"])
                     or (s.stop == "stalled" and feasible and stall >= s.patience))
@@ -568,11 +603,23 @@ class Discover:
         wall = time.perf_counter() - t0
         logger.info("DISCOVER done in %.2fs: feasible=%s OT_x=%.4g OT_y=%.4g queries=%d", wall, feasible,
                     metrics["OT_x"], metrics["OT_y"], self._queries)
-        return DiscoverResult(
+        result = DiscoverResult(
             counterfactuals=X, counterfactuals_frame=original_frame(self.schema, X, factuals), factuals=Xf,
             scores=y, factual_scores=yf, target_values=ystar, log=log, metrics=metrics, feasible=feasible,
             target=tgt.to_dict(), queries=self._queries, wall_time=wall, iteration=best,
             settings=s.to_dict(), method="discover", row_scores=np.stack(q_rows))
+        log_shortfall(result)
+        return result
+
+
+def log_shortfall(result: DiscoverResult) -> None:
+    """A warning with counts when some rows of ``result`` fall short of their matched target value."""
+    short = int((~result.valid).sum())
+    if short:
+        n = len(result.scores)
+        logger.warning("%s: %d of %d counterfactual rows are not favourable (b(x) <= 0.5) although their matched "
+                       "target value is; %d of %d rows are favourable, the target asks for %d", result.method.upper(),
+                       short, n, int(result.favourable.sum()), n, int((result.target_values > 0.5).sum()))
 
 
 def original_frame(schema: Schema, X: np.ndarray, factuals: Any) -> pd.DataFrame:
@@ -639,4 +686,4 @@ def replace_settings(settings: DiscoverSettings, **changes: Any) -> DiscoverSett
 
 
 __all__ = ["Discover", "DiscoverResult", "NotCertifiedWarning", "encode_factuals", "favourable_scores",
-           "holdout_certified_x", "original_frame", "resolve_target", "stop_level_reached"]
+           "holdout_certified_x", "log_shortfall", "original_frame", "resolve_target", "stop_level_reached"]

@@ -51,6 +51,45 @@ def validity_metrics(output: EnsembleOutput, target: np.ndarray) -> dict[str, An
             "majority": float((2 * hits.sum(axis=0) > len(hits)).mean())}
 
 
+#: The directions of :func:`validity_by_direction`: (key, factual favourable?, target favourable?).
+DIRECTIONS = (("unfavourable_to_favourable", False, True), ("favourable_to_unfavourable", True, False),
+              ("unfavourable_to_unfavourable", False, False))
+
+
+def validity_by_direction(output: EnsembleOutput, target: np.ndarray, factual_labels: np.ndarray,
+                          favourable: int) -> dict[str, dict[str, Any]]:
+    """:func:`validity_metrics` apart per direction of change, with the row count ``n`` of each.
+
+    ``unfavourable_to_favourable`` (the recourse case: factual label not ``favourable``, target
+    ``favourable``) and ``favourable_to_unfavourable`` (the reverse) are always present; a
+    direction without rows has ``n`` 0 and None values. ``unfavourable_to_unfavourable``
+    (between two unfavourable classes, K > 2 only) is present when it has rows. Rows whose
+    factual and target are both favourable belong to no direction.
+
+    Parameters
+    ----------
+    output : the members' answers on the n counterfactuals, member_proba (M, n, K).
+    target : (n,) target class of each counterfactual.
+    factual_labels : (n,) class of each factual row.
+    favourable : index of the favourable class.
+    """
+    target, factual_labels = np.asarray(target), np.asarray(factual_labels)
+    if factual_labels.shape != target.shape:
+        raise DataError(f"validity by direction needs one factual label per counterfactual: {len(factual_labels)} "
+                        f"labels for {len(target)} targets")
+    out: dict[str, dict[str, Any]] = {}
+    for key, from_fav, to_fav in DIRECTIONS:
+        rows = ((factual_labels == favourable) == from_fav) & ((target == favourable) == to_fav)
+        if not rows.any():
+            if key != "unfavourable_to_unfavourable":
+                out[key] = {"n": 0, "per_model": dict.fromkeys(output.member_names), "mean_per_model": None,
+                            "unanimous": None, "majority": None}
+            continue
+        part = EnsembleOutput(output.member_names, output.member_proba[:, rows])
+        out[key] = {"n": int(rows.sum()), **validity_metrics(part, target[rows])}
+    return out
+
+
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
     out: dict[str, float] = {}
     for k, v in d.items():

@@ -16,6 +16,7 @@ from sklearn.model_selection import ParameterGrid, StratifiedKFold
 from recourselab.data.split import stratified_subsample
 from recourselab.errors import DataError
 from recourselab.models.registry import FitContext, FittedModel, fit_model, get_kind
+from recourselab.progress import bar
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +75,15 @@ def cross_validate(name: str, params: Mapping[str, Any], train: Split, ctx: FitC
 def tune_model(name: str, grid: Mapping[str, list[Any]], fixed: Mapping[str, Any], *, train: Split,
                val: Split, test: Split, seed: int, n_classes: int, folds: int = 3,
                max_tune_rows: int | None = None, max_fit_rows: int | None = None,
-               n_threads: int = 1, device: str = "cpu") -> TuneResult:
+               n_threads: int = 1, device: str = "cpu", progress: bool | None = None) -> TuneResult:
     """Tune model ``name`` and refit the best configuration.
 
     Grid search: ``folds``-fold stratified CV on (a stratified subsample of at most
     ``max_tune_rows`` rows of) ``train``; early-stopping models stop on ``val``, never on
     ``test``. The best configuration is refitted on (at most ``max_fit_rows`` rows of)
     ``train`` and evaluated on ``val`` and ``test``. A grid with a single configuration
-    skips the CV.
+    skips the CV. ``progress``: a bar over the grid points (True shows it, False hides it,
+    None shows it only on an interactive terminal outside CI, see :func:`recourselab.progress.bar`).
 
     Returns
     -------
@@ -96,10 +98,13 @@ def tune_model(name: str, grid: Mapping[str, list[Any]], fixed: Mapping[str, Any
     tune_idx = stratified_subsample(train.y, max_tune_rows, seed)
     if len(candidates) > 1:
         tune_split = Split(train.X[tune_idx], train.y[tune_idx])
-        for params in candidates:
+        points = bar(candidates, desc=f"tune {name} (seed {seed})", unit="config", enabled=progress)
+        for params in points:
             score = cross_validate(name, params, tune_split, ctx, folds)
             cv_results.append({"params": params, "cv_accuracy": score})
             log.debug("%s %s: cv accuracy %.4f", name, params, score)
+            if not points.disable:
+                points.set_postfix(best=f"{max(r['cv_accuracy'] for r in cv_results):.4f}", refresh=False)
         best = max(cv_results, key=lambda r: r["cv_accuracy"])
         best_params, cv_score = best["params"], best["cv_accuracy"]
     else:
