@@ -26,10 +26,10 @@ from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
 from recourselab.errors import DataError, MissingArtifactError
 from recourselab.io import read_json, write_json, write_parquet
-from recourselab.metrics import query_set, summarize_seeds, validity_metrics
+from recourselab.metrics import query_set, summarize_seeds, validity_by_direction, validity_metrics
 from recourselab.metrics.plausibility import density_variance_spearman, ensemble_uncertainty, inlier_rates
 from recourselab.models import load_ensemble
-from recourselab.models.ensemble import MANIFEST, read_manifest
+from recourselab.models.ensemble import MANIFEST, checked_members, read_manifest
 from recourselab.orchestration import (
     SeedResult,
     code_fingerprint,
@@ -188,7 +188,8 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     metrics = {**counterfactual_metrics(res, out, int(distilled.get("queries_used", 0))), "n_queries": int(len(q)),
                "evaluation_queries": int(box.used("evaluation")), **plausible,
                "fit_time_s": distilled.get("fit_time_s"), "distill_time_s": distilled.get("distill_time_s"),
-               "generate_time_s": generate_time}
+               "generate_time_s": generate_time,
+               "validity_by_direction": validity_by_direction(out, res.target, yte[q], schema.favourable_index)}
     table = pd.DataFrame({"row_id": row_id[q], "target": res.target})
     table[[f"cf__{c}" for c in schema.encoded_columns]] = res.counterfactuals
     table = pd.concat([table, res.counterfactuals_original.add_prefix("cf_original__")], axis=1)
@@ -248,13 +249,18 @@ def _require_upstream(dirs: dict[str, str], names: list[str]) -> None:
 
 
 def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:
-    """sha256 of the manifest entries of ``members`` (models tuned only for DISCOVER do not count)."""
-    entries = read_manifest(ensemble_dir)["members"]
-    missing = [m for m in members if m not in entries]
+    """sha256 of the manifest entries of ``members`` (models tuned only for DISCOVER do not count).
+
+    Each member's file is checked against its entry's sha256 here, before any task runs: a task
+    whose key this is may be a cache hit that never loads the file.
+    """
+    manifest = read_manifest(ensemble_dir)
+    missing = [m for m in members if m not in manifest["members"]]
     if missing:
         raise DataError(f"{Path(ensemble_dir) / MANIFEST} has no members {missing}; rerun tune_ensemble "
                         "(tune_ensemble.members)")
-    return hashlib.sha256(json.dumps({m: entries.get(m) for m in members}, sort_keys=True).encode()).hexdigest()
+    entries = checked_members(ensemble_dir, members, manifest)
+    return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
 
 
 def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any], cache_root: Path,

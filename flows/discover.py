@@ -24,11 +24,11 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from recourselab.config import DiscoverTargetParams, Params, section_hash
 from recourselab.data import ROW_ID, load_prepared
 from recourselab.discover import Discover, DiscoverSettings, make_target, sample_factuals
-from recourselab.errors import ConfigError
+from recourselab.errors import ArtifactError, ConfigError
 from recourselab.io import read_json, read_provenance, write_json, write_parquet
 from recourselab.metrics import summarize_seeds
 from recourselab.models import load_ensemble
-from recourselab.models.ensemble import MANIFEST, read_manifest
+from recourselab.models.ensemble import MANIFEST, checked_members, read_manifest
 from recourselab.orchestration import (
     SeedResult,
     code_fingerprint,
@@ -108,13 +108,16 @@ def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], up
 
 
 def _member_fingerprint(ensemble_dir: Path, model: str) -> str:
-    """The manifest entry (kind, file sha256, hyperparameters) of ``model``: its task's upstream key."""
+    """The manifest entry (kind, file sha256, hyperparameters) of ``model``: its task's upstream key.
+
+    The model's file is checked against that sha256 here: the task may be a cache hit that never loads it.
+    """
     path = ensemble_dir / MANIFEST
-    members = read_manifest(ensemble_dir)["members"]
-    if model not in members:
-        raise ConfigError(f"{path} has no model {model!r} (it holds {list(members)}); rerun tune_ensemble, which "
-                          "tunes every model of discover.models")
-    return json.dumps(members[model], sort_keys=True)
+    manifest = read_manifest(ensemble_dir)
+    if model not in manifest["members"]:
+        raise ConfigError(f"{path} has no model {model!r} (it holds {list(manifest['members'])}); rerun "
+                          "tune_ensemble, which tunes every model of discover.models")
+    return json.dumps(checked_members(ensemble_dir, [model], manifest)[model], sort_keys=True)
 
 
 def resolve_models(params: Params, models: Sequence[str] | None) -> list[str]:
@@ -206,7 +209,7 @@ def _current_upstream(prepared_key: str, ensemble_dir: Path, model: str) -> str 
     """The upstream key a task for ``model`` would have now (``None``: the ensemble lacks the model)."""
     try:
         return prepared_key + "+" + _member_fingerprint(ensemble_dir, model)
-    except (ConfigError, OSError):
+    except (ConfigError, ArtifactError, OSError):  # not tuned, or its file missing or damaged
         return None
 
 

@@ -9,7 +9,7 @@ from recourselab.errors import (
     PREFECT_RUN_LOGGERS,
     DataError,
     UnknownKeyError,
-    _KnownErrorTraceback,
+    _ReportedOnce,
     did_you_mean,
     quiet_known_tracebacks,
 )
@@ -45,17 +45,24 @@ def clean_prefect_loggers():  # noqa: ANN201 - fixture
 
 
 def _pass_filters(record: logging.LogRecord) -> logging.LogRecord:
-    assert logging.getLogger(record.name).filter(record)  # never drops a record
+    assert logging.getLogger(record.name).filter(record)
     return record
 
 
-def test_known_error_keeps_its_message_and_loses_its_traceback(clean_prefect_loggers):
+def _dropped(record: logging.LogRecord) -> bool:
+    return not logging.getLogger(record.name).filter(record)
+
+
+def test_known_errors_and_failed_states_are_left_to_the_caller(clean_prefect_loggers):
     quiet_known_tracebacks()
-    for name in PREFECT_RUN_LOGGERS:
-        record = _pass_filters(_record(name, DataError("column 'age' is missing")))
-        assert record.exc_info is None
-        text = logging.Formatter().format(record)
-        assert "column 'age' is missing" in text and "Traceback" not in text
+    for name in PREFECT_RUN_LOGGERS:  # the stage reports it once, naming the task
+        assert _dropped(_record(name, DataError("column 'age' is missing")))
+        finished = logging.LogRecord(name, logging.ERROR, __file__, 1, "Finished in state Failed('x')", (), None)
+        assert _dropped(finished)
+        assert not _dropped(logging.LogRecord(name, logging.INFO, __file__, 1, "Finished in state Completed()", (),
+                                              None))
+    # the flow re-raises every exception to its caller, who prints it
+    assert _dropped(_record("prefect.flow_runs", ZeroDivisionError("a bug")))
 
 
 def test_other_exceptions_keep_their_traceback(clean_prefect_loggers):
@@ -66,10 +73,10 @@ def test_other_exceptions_keep_their_traceback(clean_prefect_loggers):
 
 def test_filter_is_installed_once_and_only_on_the_named_loggers(clean_prefect_loggers):
     logger = logging.getLogger("prefect.task_runs")  # an earlier test may have installed it already
-    logger.filters[:] = [f for f in logger.filters if not isinstance(f, _KnownErrorTraceback)]
+    logger.filters[:] = [f for f in logger.filters if not isinstance(f, _ReportedOnce)]
     quiet_known_tracebacks()
     quiet_known_tracebacks()
-    assert sum(isinstance(f, _KnownErrorTraceback) for f in logger.filters) == 1
+    assert sum(isinstance(f, _ReportedOnce) for f in logger.filters) == 1
     record = _pass_filters(_record("prefect.other", DataError("x")))
     assert record.exc_info is not None
 
@@ -78,5 +85,4 @@ def test_worker_processes_install_the_filter(clean_prefect_loggers):
     for name in PREFECT_RUN_LOGGERS:
         logging.getLogger(name).filters.clear()
     worker_logging(logging.INFO)
-    record = _pass_filters(_record("prefect.task_runs", DataError("x")))
-    assert record.exc_info is None
+    assert _dropped(_record("prefect.task_runs", DataError("x")))

@@ -1,4 +1,4 @@
-"""Artifact I/O: atomic writes, Parquet provenance, JSON, hashing."""
+"""Artifact I/O: atomic writes, Parquet provenance, JSON, hashing, checksum checks."""
 
 from __future__ import annotations
 
@@ -10,15 +10,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recourselab.errors import ArtifactError, MissingArtifactError
+from recourselab.errors import ArtifactError, ChecksumError, MissingArtifactError
 from recourselab.io import (
     atomic_path,
     copy_atomic,
     read_json,
     read_parquet,
     read_provenance,
+    restore_hint,
     sha256_bytes,
     sha256_file,
+    shown_path,
+    verify_sha256,
     write_bytes,
     write_json,
     write_parquet,
@@ -208,3 +211,31 @@ def test_read_parquet_selects_columns_and_names_a_damaged_file(tmp_path):
         path.write_bytes(damaged)
         with pytest.raises(ArtifactError, match=r"cannot read .*t\.parquet as Parquet"):
             read_parquet(path)
+
+
+# ---------------------------------------------------------------------------- checksum checks
+def test_verify_sha256_names_the_damaged_file_and_the_commands_that_restore_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write_bytes(tmp_path / "data" / "ensemble" / "moons" / "seed=0" / "lightgbm.txt", b"tree=1\n")
+    manifest = path.parent / "manifest.json"
+    good = sha256_bytes(b"tree=1\n")
+    verify_sha256(path, good, listed_in=manifest)  # intact: no error
+    path.write_bytes(b"tree")  # truncated
+    shown = "data/ensemble/moons/seed=0/lightgbm.txt"  # relative to the working directory, as typed
+    message = (rf"lightgbm\.txt is damaged: its sha256 \w+\.\.\. is not the {good[:12]}\.\.\. that manifest\.json "
+               rf"records .*`dvc checkout --force {shown}` or rebuild it with "
+               r"`recourselab repro -f tune_ensemble@moons`")
+    with pytest.raises(ChecksumError, match=message):
+        verify_sha256(path, good, listed_in=manifest, stage="tune_ensemble", dataset="moons")
+    path.unlink()
+    with pytest.raises(MissingArtifactError, match=rf"lists .*lightgbm\.txt, which is missing; .*--force {shown}"):
+        verify_sha256(path, good, listed_in=manifest)
+
+
+def test_restore_hint_without_a_stage_and_outside_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    outside = tmp_path.parent / "other place" / "x.parquet"
+    assert shown_path(outside) == f"'{outside}'"  # absolute, quoted for the shell
+    assert restore_hint(outside) == (f"restore it with `dvc checkout --force '{outside}'` or re-run the stage that "
+                                     "wrote it")
+    assert restore_hint("x.parquet", stage="prepare") == restore_hint("x.parquet")  # no dataset: no repro target

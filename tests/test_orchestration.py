@@ -1,6 +1,8 @@
-"""The staging/publishing half of the Prefect pattern (no Prefect needed)."""
+"""The per-seed Prefect pattern: staging, publishing, cache keys, thread limits and failure reports."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 
@@ -198,3 +200,109 @@ def test_threads_per_task_is_the_param_or_the_usable_cpus_per_worker(monkeypatch
     monkeypatch.setattr(os, "cpu_count", lambda: 64)  # the host's count, not what this process may use
     orch = parse_params({"orchestration": {"threads_per_task": None, "max_workers": 2}}).orchestration
     assert threads_per_task(orch) == 3
+
+
+RAN: list[int] = []
+
+
+def _seed_task_fn(*, seed: int, broken: bool, staging_root: str) -> dict:
+    RAN.append(seed)
+    if broken:
+        from recourselab.errors import DataError
+
+        raise DataError(f"the rows of seed {seed} are broken")
+    return stage_artifacts(f"{staging_root}/seed={seed}", {"a.txt": lambda p: p.write_text(f"seed {seed}")})
+
+
+def _seeds_flow(root, broken: int | None):  # noqa: ANN001, ANN202
+    from prefect import flow, task
+    from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+    seed_task = task(_seed_task_fn, name="seed-task", cache_policy=TASK_SOURCE + INPUTS)
+
+    @flow(name="seeds-flow")
+    def seeds_flow() -> list:
+        from recourselab.orchestration import run_tasks
+
+        seeds = [0, 1, 2]
+        return run_tasks(seed_task, [dict(seed=s, broken=s == broken, staging_root=str(root / "staged"))
+                                     for s in seeds],
+                         [root / "out" / f"seed={s}" for s in seeds], root / "results",
+                         keys=[f"moons/seed={s}" for s in seeds])
+
+    return seeds_flow()
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def stage_logging():  # noqa: ANN201 - fixture
+    """Logging as in a stage: recourselab at INFO, Prefect's run loggers filtered (restored afterwards).
+
+    Yields every record that reaches the root logger's handlers (what a terminal shows). Prefect
+    replaces the root logger's handlers when it sets up its logging, on its first flow run in the
+    process: one trivial flow runs first.
+    """
+    from prefect import flow
+
+    from recourselab.errors import PREFECT_RUN_LOGGERS, quiet_known_tracebacks
+
+    flow(name="warm-up")(lambda: None)()
+    saved = {n: list(logging.getLogger(n).filters) for n in PREFECT_RUN_LOGGERS}
+    ours, root = logging.getLogger("recourselab"), logging.getLogger()
+    level = ours.level
+    handler = _Collect()
+    root.addHandler(handler)
+    ours.setLevel(logging.INFO)
+    quiet_known_tracebacks()
+    yield handler.records
+    root.removeHandler(handler)
+    ours.setLevel(level)
+    for name, filters in saved.items():
+        logging.getLogger(name).filters[:] = filters
+
+
+def test_a_failed_seed_is_reported_once_never_as_finished_and_the_others_stay_cached(tmp_path, stage_logging):
+    from stages._common import guarded
+
+    @guarded
+    def stage(argv=None) -> int:  # noqa: ANN001
+        _seeds_flow(tmp_path, broken=1)
+        return 0
+
+    RAN.clear()
+    assert stage([]) == 1
+    messages = [r.getMessage() for r in stage_logging]
+    reports = [r for r in stage_logging if "are broken" in r.getMessage()]
+    assert [r.getMessage() for r in reports] == ["moons/seed=1 failed: the rows of seed 1 are broken"], messages
+    assert reports[0].levelno == logging.ERROR and reports[0].exc_info is None
+    assert not any("seed=1 finished" in m for m in messages)
+    assert sum(m.endswith(("moons/seed=0 finished", "moons/seed=2 finished")) for m in messages) == 2, messages
+    assert sorted(RAN) == [0, 1, 2] and not (tmp_path / "out").exists()  # nothing published
+
+    results = _seeds_flow(tmp_path, broken=None)  # the fixed rerun: seeds 0 and 2 are cache hits
+    assert sorted(RAN) == [0, 1, 1, 2]
+    assert [r.cached for r in results] == [True, False, True]
+    assert [(r.out_dir / "a.txt").read_text() for r in results] == ["seed 0", "seed 1", "seed 2"]
+
+
+def test_task_failure_names_every_failed_task_and_keeps_a_known_error_s_type():
+    from recourselab.errors import DataError, TaskFailedError
+    from recourselab.orchestration import task_failure
+
+    err = task_failure([("moons/seed=1", DataError("bad rows")), ("moons/seed=2/knn", ZeroDivisionError("x"))])
+    assert isinstance(err, DataError)
+    assert str(err).splitlines() == ["moons/seed=1 failed: bad rows",
+                                     "moons/seed=2/knn failed: ZeroDivisionError: x (unexpected; its traceback is "
+                                     "in the task's log above)"]
+    bug = ZeroDivisionError("division by zero")
+    err = task_failure([("adult/seed=0", bug)])
+    assert isinstance(err, TaskFailedError) and err.__cause__ is bug
+    assert str(err).startswith("adult/seed=0 failed: ZeroDivisionError: division by zero")

@@ -41,8 +41,8 @@ class MissingArtifactError(ArtifactError, FileNotFoundError):
     """A pipeline artifact that does not exist (usually: its stage has not run yet)."""
 
 
-class ChecksumError(DataError):
-    """A file whose sha256 does not match the expected one."""
+class ChecksumError(ArtifactError):
+    """A file whose sha256 does not match the one its manifest (or declaration) records."""
 
 
 class UnknownKeyError(RecourselabError, KeyError):
@@ -52,22 +52,40 @@ class UnknownKeyError(RecourselabError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class _KnownErrorTraceback(logging.Filter):
-    """Keep a record's message but drop the traceback of a :class:`RecourselabError` it carries."""
+class TaskFailedError(RecourselabError):
+    """A per-seed task failed with an unexpected (non-recourselab) exception, chained as ``__cause__``."""
+
+
+#: How Prefect's engines begin the record of a run's final state.
+_FINISHED = "Finished in state "
+
+
+class _ReportedOnce(logging.Filter):
+    """Drop the records of Prefect's run loggers that repeat a failure the caller reports itself.
+
+    A stage reports each failure once: the per-seed runner raises one error naming every failed
+    (dataset, seed[, model]) and its message, and the stage prints it as its last line. Dropped:
+
+    - a record carrying a :class:`RecourselabError` (bad input, a missing or damaged artifact);
+    - on the flow-run logger, every record carrying an exception: the flow re-raises it to its
+      caller, which prints it (in one line, or Python's traceback of a bug);
+    - an error-level "Finished in state Failed(...)" record, which repeats the run's exception.
+
+    A task's unexpected exception keeps its record and traceback (from a process worker it is the
+    only traceback of the bug).
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], RecourselabError):
-            record.exc_info = None
-            record.exc_text = None
-        return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, RecourselabError) or (exc is not None and record.name == "prefect.flow_runs"):
+            return False
+        return not (record.levelno >= logging.ERROR and str(record.msg).startswith(_FINISHED))
 
 
 def quiet_known_tracebacks(loggers: Iterable[str] = PREFECT_RUN_LOGGERS) -> None:
-    """Show recourselab's own errors in Prefect's run logs as one line, without a traceback.
+    """Let Prefect's run logs leave each failure to its caller, who reports it once (see :class:`_ReportedOnce`).
 
-    A :class:`RecourselabError` is bad input or a missing artifact: its message names the
-    problem, and the stage prints it once more as its last line; a stack of Prefect's engine
-    frames only hides it. Every other exception (a bug) keeps its full traceback. Idempotent.
+    Installed by the stages and in every task worker process. Idempotent.
 
     Parameters
     ----------
@@ -75,5 +93,5 @@ def quiet_known_tracebacks(loggers: Iterable[str] = PREFECT_RUN_LOGGERS) -> None
     """
     for name in loggers:
         logger = logging.getLogger(name)
-        if not any(isinstance(f, _KnownErrorTraceback) for f in logger.filters):
-            logger.addFilter(_KnownErrorTraceback())
+        if not any(isinstance(f, _ReportedOnce) for f in logger.filters):
+            logger.addFilter(_ReportedOnce())

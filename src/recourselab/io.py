@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -22,12 +23,66 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from recourselab.errors import ArtifactError, MissingArtifactError
+from recourselab.errors import ArtifactError, ChecksumError, MissingArtifactError
 
 PROVENANCE_KEY = b"recourselab"
 
-#: How to get a good copy of a damaged DVC output back.
+#: How to get a good copy of a damaged DVC output back (:func:`restore_hint` names the file and stage).
 RESTORE_HINT = "restore it with `dvc checkout` or re-run the stage that wrote it"
+
+
+def shown_path(path: str | Path) -> str:
+    """``path`` as a user would type it: relative to the working directory when under it, shell-quoted."""
+    path = Path(path)
+    try:
+        path = path.resolve().relative_to(Path.cwd().resolve())
+    except (OSError, ValueError):
+        pass
+    return shlex.quote(str(path))
+
+
+def restore_hint(path: str | Path, *, stage: str | None = None, dataset: str | None = None) -> str:
+    """How to get a good copy of the pipeline artifact ``path`` back.
+
+    Parameters
+    ----------
+    path : the damaged file.
+    stage, dataset : the DVC stage that wrote it and its dataset; with both, the hint names the
+        ``recourselab repro -f <stage>@<dataset>`` command that rebuilds it.
+
+    Returns
+    -------
+    str
+        e.g. ``"restore it with `dvc checkout --force data/ensemble/compas/seed=0/lightgbm.txt` or
+        rebuild it with `recourselab repro -f tune_ensemble@compas`"``.
+    """
+    rebuild = (f"rebuild it with `recourselab repro -f {stage}@{dataset}`" if stage and dataset
+               else "re-run the stage that wrote it")
+    # --force: without it DVC refuses to overwrite a file that differs from its cached copy
+    return f"restore it with `dvc checkout --force {shown_path(path)}` or {rebuild}"
+
+
+def verify_sha256(path: str | Path, expected: str, *, listed_in: str | Path, stage: str | None = None,
+                  dataset: str | None = None) -> None:
+    """Check that the file ``path`` has the sha256 ``expected`` that the manifest ``listed_in`` records.
+
+    Raises
+    ------
+    MissingArtifactError
+        ``path`` does not exist.
+    ChecksumError
+        Its sha256 differs (a truncated, altered or replaced file); the message names the file and
+        :func:`restore_hint`'s commands.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingArtifactError(f"{listed_in} lists {path}, which is missing; "
+                                   f"{restore_hint(path, stage=stage, dataset=dataset)}")
+    got = sha256_file(path)
+    if got != expected:
+        raise ChecksumError(f"{path} is damaged: its sha256 {got[:12]}... is not the {expected[:12]}... that "
+                            f"{Path(listed_in).name} records (truncated, altered or replaced); "
+                            f"{restore_hint(path, stage=stage, dataset=dataset)}")
 
 
 def _file_mode() -> int:
@@ -116,12 +171,12 @@ def read_json(path: str | Path, keys: Sequence[str] = ()) -> Any:
     try:
         obj = json.loads(path.read_text())
     except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise ArtifactError(f"{path} is damaged, not valid JSON ({error_reason(err)}); {RESTORE_HINT}") from err
+        raise ArtifactError(f"{path} is damaged, not valid JSON ({error_reason(err)}); {restore_hint(path)}") from err
     if keys:
         missing = list(keys) if not isinstance(obj, dict) else [k for k in keys if k not in obj]
         if missing:
             raise ArtifactError(f"{path} lacks the keys {missing} (hand-edited, or written by other code); "
-                                f"{RESTORE_HINT}")
+                                f"{restore_hint(path)}")
     return obj
 
 
@@ -155,9 +210,9 @@ def read_parquet(path: str | Path, columns: Sequence[str] | None = None) -> pd.D
         missing = [c for c in columns or () if c not in names]
         frame = None if missing else pd.read_parquet(path, columns=None if columns is None else list(columns))
     except (OSError, ValueError, pa.ArrowException) as err:
-        raise ArtifactError(f"cannot read {path} as Parquet ({error_reason(err)}); {RESTORE_HINT}") from err
+        raise ArtifactError(f"cannot read {path} as Parquet ({error_reason(err)}); {restore_hint(path)}") from err
     if missing:
-        raise ArtifactError(f"{path} lacks the columns {missing} (it holds {names}); {RESTORE_HINT}")
+        raise ArtifactError(f"{path} lacks the columns {missing} (it holds {names}); {restore_hint(path)}")
     return frame
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from recourselab.errors import RecourselabError, quiet_known_tracebacks
-from recourselab.io import FILE_MODE, sha256_file
+from recourselab.errors import RecourselabError, TaskFailedError, quiet_known_tracebacks
+from recourselab.io import FILE_MODE, error_reason, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -197,9 +197,18 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
               result_storage: Path, keys: Sequence[str] | None = None) -> list[SeedResult]:
     """Submit ``task`` once per call, wait, publish every manifest into its ``out_dir``.
 
-    Must be called inside a Prefect flow. Tasks whose staged files are gone are rerun
-    with ``refresh_cache=True``. Publishing happens only after *all* tasks succeeded, so
-    a failing seed leaves every existing output untouched.
+    Must be called inside a Prefect flow. Tasks whose staged files are gone or altered are
+    rerun with ``refresh_cache=True``. Publishing happens only after *all* tasks succeeded, so
+    a failing seed leaves every existing output untouched; the seeds that succeeded keep their
+    staged artifacts and cached results (cache hits on the next run).
+
+    Raises
+    ------
+    RecourselabError
+        One or more tasks failed: one error whose message has a line ``<key> failed: <error>``
+        per failed task. When the first failure is a recourselab error, it is that error (same
+        type) with this message; an unexpected exception becomes a :class:`TaskFailedError`
+        chained to it (Prefect's task log shows its traceback).
     """
     keys = list(keys) if keys is not None else [str(i) for i in range(len(calls))]
     configured = task.with_options(result_storage=Path(result_storage), persist_result=True,
@@ -209,7 +218,14 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
 
     index = {id(f): k for f, k in zip(futures, keys, strict=True)}
     for done, fut in enumerate(as_completed(futures), start=1):
-        log.info("[%d/%d] %s finished", done, len(futures), index[id(fut)])
+        fut.wait()  # records the final state in the future (its `state` would ask the API, which may lag)
+        if fut.state.is_completed():  # a failure is reported once, with its error, below
+            log.info("[%d/%d] %s finished%s", done, len(futures), index[id(fut)],
+                     " (cache hit)" if fut.state.name == "Cached" else "")
+    failed = [(key, fut.result(raise_on_failure=False)) for key, fut in zip(keys, futures, strict=True)
+              if not fut.state.is_completed()]
+    if failed:
+        raise task_failure(failed)
     manifests, states = [], []
     for key, kw, fut in zip(keys, calls, futures, strict=True):
         manifest = fut.result()
@@ -226,6 +242,37 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
     published = publish(manifests, out_dirs)
     return [SeedResult(key=key, out_dir=Path(out), files=files, state=state)
             for key, files, state, out in zip(keys, published, states, out_dirs, strict=True)]
+
+
+def task_failure(failed: Sequence[tuple[str, Any]]) -> RecourselabError:
+    """The one error to raise for the failed tasks of a :func:`run_tasks` call.
+
+    Parameters
+    ----------
+    failed : (key, what the task's future returned: its exception) per failed task, in order.
+
+    Returns
+    -------
+    RecourselabError
+        Its message has one line ``<key> failed: <error>`` per failed task. The first failure's own
+        error when it is a recourselab error with a one-part message (so callers can still catch its
+        type); otherwise a :class:`TaskFailedError` whose cause is the first exception.
+    """
+    def line(key: str, exc: Any) -> str:
+        if isinstance(exc, RecourselabError):
+            return f"{key} failed: {exc}"
+        what = f"{type(exc).__name__}: {error_reason(exc)}" if isinstance(exc, BaseException) else str(exc)
+        return f"{key} failed: {what} (unexpected; its traceback is in the task's log above)"
+
+    message = "\n".join(line(key, exc) for key, exc in failed)
+    first = failed[0][1]
+    if isinstance(first, RecourselabError) and len(first.args) == 1:
+        first.args = (message,)
+        return first
+    err = TaskFailedError(message)
+    if isinstance(first, BaseException):
+        err.__cause__ = first
+    return err
 
 
 def pick_device(slot: int = 0) -> str:
@@ -292,7 +339,7 @@ def worker_logging(level: int) -> None:
         logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False  # the worker's root logger may have handlers of its own
-    quiet_known_tracebacks()  # the worker's Prefect loggers report a task's bad input in one line
+    quiet_known_tracebacks()  # the stage reports a task's failure once (see run_tasks)
 
 
 def task_runner(orchestration: Any) -> Any:

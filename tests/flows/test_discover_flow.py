@@ -136,14 +136,19 @@ def test_missing_discover_model_in_the_manifest_is_a_clear_error(tmp_path):
 
 def test_densityflow_ensemble_key_ignores_models_tuned_only_for_discover(tmp_path):
     from flows.densityflow import _members_fingerprint
-    from recourselab.models.ensemble import member_entry, write_manifest
+    from recourselab.io import sha256_bytes
+    from recourselab.models.ensemble import member_entry, model_filename, write_manifest
 
-    entries = {"knn": member_entry("knn", {}, 2, "a"), "xgboost": member_entry("xgboost", {}, 2, "b")}
+    def entry(kind: str, content: bytes) -> dict:  # the key checks each member's file against its sha256
+        (tmp_path / model_filename(kind)).write_bytes(content)
+        return member_entry(kind, {}, 2, sha256_bytes(content))
+
+    entries = {"knn": entry("knn", b"a"), "xgboost": entry("xgboost", b"b")}
     write_manifest(tmp_path, entries)
     before = _members_fingerprint(str(tmp_path), ["knn", "xgboost"])
     write_manifest(tmp_path, {**entries, "lightgbm": member_entry("lightgbm", {}, 2, "c")})
     assert _members_fingerprint(str(tmp_path), ["knn", "xgboost"]) == before
-    write_manifest(tmp_path, {**entries, "knn": member_entry("knn", {}, 2, "z")})
+    write_manifest(tmp_path, {**entries, "knn": entry("knn", b"z")})
     assert _members_fingerprint(str(tmp_path), ["knn", "xgboost"]) != before
 
 

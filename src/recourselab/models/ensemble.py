@@ -2,7 +2,9 @@
 
 ``manifest.json`` (one per dataset and seed) lists every member with its kind, file,
 sha256, hyperparameters and number of classes. :func:`load_ensemble` verifies each file's
-sha256 before loading it with the kind's native loader, and returns a :class:`BlackBox`.
+sha256 before loading it with the kind's native loader, and returns a :class:`BlackBox`;
+:func:`checked_members` verifies them without loading (the flows' cache keys, so that a damaged
+file is found on a cache hit too).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from recourselab.data.schema import Schema
-from recourselab.errors import ArtifactError, ChecksumError, DataError, MissingArtifactError
-from recourselab.io import RESTORE_HINT, read_json, sha256_file, write_json
+from recourselab.errors import ArtifactError, DataError, MissingArtifactError
+from recourselab.io import read_json, restore_hint, verify_sha256, write_json
 from recourselab.models.oracle import BlackBox
 from recourselab.models.registry import FittedModel, get_kind, load_model
 
 MANIFEST = "manifest.json"
+#: The DVC stage that writes ensembles (named in the hint of a damaged file).
+STAGE = "tune_ensemble"
 
 
 def model_filename(name: str) -> str:
@@ -60,8 +64,52 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
     else:
         bad = ["members"]
     if bad:
-        raise ArtifactError(f"{path}: the entries {bad} are not members (each has {list(ENTRY_KEYS)}); {RESTORE_HINT}")
+        raise ArtifactError(f"{path}: the entries {bad} are not members (each has {list(ENTRY_KEYS)}); "
+                            f"{restore_hint(path, stage=STAGE, dataset=manifest.get('dataset'))}")
     return manifest
+
+
+def checked_members(directory: str | Path, names: Sequence[str] | str | None = None,
+                    manifest: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The manifest entries of ``names`` (all members by default), each file's sha256 verified.
+
+    Parameters
+    ----------
+    directory : a ``tune_ensemble`` output folder (``<root>/<dataset>/seed=<s>``).
+    names : members to check (one name or several).
+    manifest : its :func:`read_manifest` content, when already read.
+
+    Returns
+    -------
+    dict
+        name -> manifest entry (see :func:`member_entry`), in the order of ``names``.
+
+    Raises
+    ------
+    DataError
+        The manifest lacks one of ``names``.
+    MissingArtifactError
+        A listed file is missing.
+    ChecksumError
+        A file differs from the sha256 its entry records (truncated, altered or replaced); the
+        message names the file, ``dvc checkout --force <file>`` and ``recourselab repro -f
+        tune_ensemble@<dataset>``.
+    """
+    directory = Path(directory)
+    manifest = read_manifest(directory) if manifest is None else manifest
+    entries = manifest["members"]
+    names = list(entries) if names is None else [names] if isinstance(names, str) else list(names)
+    missing = [n for n in names if n not in entries]
+    if missing:
+        raise DataError(f"{directory / MANIFEST} has no members {missing}; it holds {list(entries)}")
+    dataset = manifest.get("dataset")
+    for name in names:
+        file = directory / entries[name]["file"]
+        if not file.is_file():
+            raise MissingArtifactError(f"{directory / MANIFEST} lists {name} in {file}, which is missing; "
+                                       f"{restore_hint(file, stage=STAGE, dataset=dataset)}")
+        verify_sha256(file, entries[name]["sha256"], listed_in=directory / MANIFEST, stage=STAGE, dataset=dataset)
+    return {name: entries[name] for name in names}
 
 
 def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
@@ -73,7 +121,6 @@ def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
     silently.
     """
     directory = Path(directory)
-    path = directory / MANIFEST
     manifest = read_manifest(directory)
     saved = manifest.get("dataset")
     if dataset is not None and saved is not None and saved != dataset:
@@ -82,22 +129,8 @@ def load_members(directory: str | Path, names: Sequence[str] | None = None, *,
     if seed is not None and saved_seed is not None and saved_seed != seed:
         raise DataError(f"the ensemble in {directory} was tuned on seed {saved_seed}'s split, "
                         f"not on the requested seed {seed}'s")
-    entries = manifest["members"]
-    names = list(entries) if names is None else [names] if isinstance(names, str) else list(names)
-    missing = [n for n in names if n not in entries]
-    if missing:
-        raise DataError(f"{path} has no members {missing}; it holds {list(entries)}")
-    models = {}
-    for name in names:
-        e = entries[name]
-        file = directory / e["file"]
-        if not file.is_file():
-            raise MissingArtifactError(f"{path} lists {name} in {file}, which is missing; {RESTORE_HINT}")
-        got = sha256_file(file)
-        if got != e["sha256"]:
-            raise ChecksumError(f"sha256 mismatch for {file}: expected {e['sha256']}, got {got}")
-        models[name] = load_model(e["kind"], file, e["params"], e["n_classes"])
-    return models
+    return {name: load_model(e["kind"], directory / e["file"], e["params"], e["n_classes"])
+            for name, e in checked_members(directory, names, manifest).items()}
 
 
 def load_ensemble(directory: str | Path, names: Sequence[str] | None = None, *,
