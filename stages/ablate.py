@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, guarded, log, parser, setup
+from stages._common import cache_root, finish, guarded, log, parser, setup, staged_outputs
 
 
 @guarded
@@ -34,19 +34,17 @@ def main(argv: list[str] | None = None) -> int:
     if outside:  # e.g. the default ablate.datasets after `datasets` was narrowed
         log.warning("ablate.datasets lists %s, which are not in datasets %s: they are not ablated",
                     outside, params.datasets)
-    out_root = args.out or Path("data/ablate")
     from flows.ablate import ablate_flow, run, write_not_ablated
 
-    if args.dataset not in params.ablate.datasets:
-        write_not_ablated(args.dataset, params, out_root, args.metrics)
-        log.info("ablate %s: not in ablate.datasets %s, nothing to do", args.dataset, params.ablate.datasets)
-        return 0
-    results = run(ablate_flow, params, dataset=args.dataset, prepared_root=args.prepared,
-                  ensemble_root=args.ensemble, flow_root=args.flow, recourse_root=args.recourse,
-                  out_root=out_root, metrics_root=args.metrics,
-                  cache_root=cache_root(params, args.params))
-    log.info("ablate %s: %d seeds, %d cache hits", args.dataset, len(results), sum(r.cached for r in results))
-    return 0
+    with staged_outputs(args.out or Path("data/ablate"), args.dataset, args.metrics) as (out, metrics):
+        if args.dataset not in params.ablate.datasets:
+            write_not_ablated(args.dataset, params, out, metrics)
+            log.info("ablate %s: not in ablate.datasets %s, nothing to do", args.dataset, params.ablate.datasets)
+            return 0
+        results = run(ablate_flow, params, dataset=args.dataset, prepared_root=args.prepared,
+                      ensemble_root=args.ensemble, flow_root=args.flow, recourse_root=args.recourse,
+                      out_root=out, metrics_root=metrics, cache_root=cache_root(params, args.params))
+    return finish(results)
 
 
 if __name__ == "__main__":

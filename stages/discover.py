@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, guarded, log, parser, setup
+from stages._common import cache_root, finish, guarded, parser, setup, staged_outputs
 
 
 @guarded
@@ -29,10 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     params = setup(args)
     from flows.discover import run_discover
 
-    results = run_discover(args.dataset, params, args.prepared, args.ensemble, args.out or Path("data/discover"),
-                           args.metrics, cache_root(params, args.params), models=args.model)
-    log.info("discover %s: %d tasks, %d cache hits", args.dataset, len(results), sum(r.cached for r in results))
-    return 0
+    # with --model only those models are rerun: the other models' outputs are kept
+    with staged_outputs(args.out or Path("data/discover"), args.dataset, args.metrics,
+                        keep=bool(args.model)) as (out, metrics):
+        results = run_discover(args.dataset, params, args.prepared, args.ensemble, out, metrics,
+                               cache_root(params, args.params), models=args.model)
+    return finish(results)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, guarded, log, parser, setup
+from stages._common import cache_root, finish, guarded, parser, setup, staged_outputs
 
 
 @guarded
@@ -23,11 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     params = setup(args)
     from flows.densityflow import distill_flow, run
 
-    results = run(distill_flow, params, dataset=args.dataset, prepared_root=args.prepared,
-                  ensemble_root=args.ensemble, flow_root=args.flow, out_root=args.out or Path("data/distill"),
-                  cache_root=cache_root(params, args.params))
-    log.info("distill %s: %d seeds, %d cache hits", args.dataset, len(results), sum(r.cached for r in results))
-    return 0
+    with staged_outputs(args.out or Path("data/distill"), args.dataset) as (out, _):
+        results = run(distill_flow, params, dataset=args.dataset, prepared_root=args.prepared,
+                      ensemble_root=args.ensemble, flow_root=args.flow, out_root=out,
+                      cache_root=cache_root(params, args.params))
+    return finish(results)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, guarded, log, parser, setup
+from stages._common import cache_root, finish, guarded, parser, setup, staged_outputs
 
 
 @guarded
@@ -26,11 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     params = setup(args)
     from flows.densityflow import generate_flow, run
 
-    results = run(generate_flow, params, dataset=args.dataset, prepared_root=args.prepared,
-                  ensemble_root=args.ensemble, flow_root=args.flow, out_root=args.out or Path("data/recourse"),
-                  metrics_root=args.metrics, cache_root=cache_root(params, args.params))
-    log.info("generate %s: %d seeds, %d cache hits", args.dataset, len(results), sum(r.cached for r in results))
-    return 0
+    with staged_outputs(args.out or Path("data/recourse"), args.dataset, args.metrics) as (out, metrics):
+        results = run(generate_flow, params, dataset=args.dataset, prepared_root=args.prepared,
+                      ensemble_root=args.ensemble, flow_root=args.flow, out_root=out, metrics_root=metrics,
+                      cache_root=cache_root(params, args.params))
+    return finish(results)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, guarded, log, parser, setup
+from stages._common import cache_root, finish, guarded, parser, setup, staged_outputs
 
 
 @guarded
@@ -18,11 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     params = setup(args)
     from flows.prepare import run_prepare  # after logging is set up: importing prefect is slow
 
-    out = args.out or Path("data/prepared")
-    results = run_prepare(args.dataset, params, out, cache_root(params, args.params))
-    for r in results:
-        log.info("prepare %s: %s (%d files)", r.key, "cache hit" if r.cached else "computed", len(r.files))
-    return 0
+    with staged_outputs(args.out or Path("data/prepared"), args.dataset) as (out, _):
+        results = run_prepare(args.dataset, params, out, cache_root(params, args.params))
+    return finish(results)
 
 
 if __name__ == "__main__":

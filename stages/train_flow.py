@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, guarded, log, parser, setup
+from stages._common import cache_root, finish, guarded, parser, setup, staged_outputs
 
 
 @guarded
@@ -22,11 +22,10 @@ def main(argv: list[str] | None = None) -> int:
     params = setup(args)
     from flows.densityflow import run, train_flow_flow
 
-    results = run(train_flow_flow, params, dataset=args.dataset, prepared_root=args.prepared,
-                  ensemble_root=args.ensemble, out_root=args.out or Path("data/densityflow"),
-                  cache_root=cache_root(params, args.params))
-    log.info("train_flow %s: %d seeds, %d cache hits", args.dataset, len(results), sum(r.cached for r in results))
-    return 0
+    with staged_outputs(args.out or Path("data/densityflow"), args.dataset) as (out, _):
+        results = run(train_flow_flow, params, dataset=args.dataset, prepared_root=args.prepared,
+                      ensemble_root=args.ensemble, out_root=out, cache_root=cache_root(params, args.params))
+    return finish(results)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, guarded, log, parser, setup
+from stages._common import cache_root, finish, guarded, parser, setup, staged_outputs
 
 
 @guarded
@@ -23,11 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     params = setup(args)
     from flows.tune_ensemble import run_tune_ensemble
 
-    results = run_tune_ensemble(args.dataset, params, args.prepared, args.out or Path("data/ensemble"),
-                                args.metrics, cache_root(params, args.params))
-    hits = sum(r.cached for r in results)
-    log.info("tune_ensemble %s: %d tasks, %d cache hits", args.dataset, len(results), hits)
-    return 0
+    with staged_outputs(args.out or Path("data/ensemble"), args.dataset, args.metrics) as (out, metrics):
+        results = run_tune_ensemble(args.dataset, params, args.prepared, out, metrics, cache_root(params, args.params))
+    return finish(results)
 
 
 if __name__ == "__main__":

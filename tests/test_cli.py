@@ -141,3 +141,100 @@ def test_repro_without_a_run_starts_no_server(monkeypatch, tmp_path, option):
     monkeypatch.setattr(server, "local_server", lambda **kw: pytest.fail("a Prefect server was started"))
     assert cli.repro([option]) == 0
     assert calls == [["repro", option]]  # no `dvc status` either
+
+
+def test_pipeline_env_names_this_interpreter_for_the_stage_shim(tmp_path):
+    assert cli.pipeline_env(tmp_path)["RECOURSELAB_PYTHON"] == sys.executable
+
+
+def _tiny_project(tmp_path, monkeypatch):
+    from recourselab.config import dump_params, render_profile
+
+    root = _project(tmp_path / "p", dump_params(render_profile("tiny", REPO_ROOT)))
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    return root
+
+
+def _fake_dvc(monkeypatch, *, stale, repro_code=0, records=()):
+    """Replace the DVC children of `recourselab repro`: status reports ``stale``; repro appends ``records``
+    to the run log and exits with ``repro_code``. Returns the commands run."""
+    import json
+
+    from recourselab.pipeline.summary import RUN_LOG_ENV, append_stage_run
+
+    calls = []
+
+    def child(cmd, root, env, capture=False):
+        calls.append(cmd[3:])
+        if cmd[3] == "status":
+            return 0, json.dumps({name: [] for name in stale})
+        for record in records:
+            append_stage_run(env[RUN_LOG_ENV], record)
+        return repro_code, ""
+
+    monkeypatch.setattr(cli, "_child", child)
+    return calls
+
+
+def _fake_server(monkeypatch, fail=False):
+    from contextlib import contextmanager
+
+    import recourselab.prefect_server as server
+
+    @contextmanager
+    def local_server(**kw):
+        if fail:
+            raise server.PrefectServerError("could not start a local Prefect server (2 tries: ...)")
+        yield "http://127.0.0.1:1/api"
+
+    monkeypatch.setattr(server, "local_server", local_server)
+
+
+def test_repro_checks_params_before_dvc_runs(monkeypatch, tmp_path, caplog):
+    root = _tiny_project(tmp_path, monkeypatch)
+    text = (root / "params.yaml").read_text()
+    (root / "params.yaml").write_text(text.replace("\ntune_ensemble:", "\ntune_ensembel:"))
+    calls = _fake_dvc(monkeypatch, stale=["prepare@moons"])
+    assert cli.main(["repro"]) == 1
+    assert calls == []  # DVC never ran
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "tune_ensembel" in errors[0]
+
+
+def test_repro_server_failure_is_one_line(monkeypatch, tmp_path, caplog):
+    _tiny_project(tmp_path, monkeypatch)
+    calls = _fake_dvc(monkeypatch, stale=["prepare@moons"])
+    _fake_server(monkeypatch, fail=True)
+    assert cli.main(["repro"]) == 1
+    assert calls == [["status", "--json"]]  # `dvc repro` never started
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "Prefect server" in errors[0].getMessage() and not errors[0].exc_info
+
+
+def test_repro_ends_with_a_summary_of_every_dataset(monkeypatch, tmp_path, capsys):
+    _tiny_project(tmp_path, monkeypatch)
+    records = [{"stage": "prepare", "dataset": "moons", "status": "ok", "wall_s": 2.5, "tasks": 1, "cache_hits": 1}]
+    calls = _fake_dvc(monkeypatch, stale=["prepare@moons", "tune_ensemble@moons"], records=records)
+    _fake_server(monkeypatch)
+    assert cli.main(["repro"]) == 0
+    assert calls == [["status", "--json"], ["repro"]]
+    out = capsys.readouterr().out
+    assert "== moons" in out and "run wall time:" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert rows["prepare"].split()[1:] == ["cached", "2.5", "s"]
+    assert "up to date" in rows["discover"]
+
+
+def test_repro_failure_says_how_to_restore_missing_outputs(monkeypatch, tmp_path, caplog):
+    import yaml
+
+    root = _tiny_project(tmp_path, monkeypatch)
+    lock = {"schema": "2.0", "stages": {"prepare@moons": {"cmd": "c", "outs": [{"path": "data/prepared/moons"}]}}}
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock))
+    _fake_dvc(monkeypatch, stale=["prepare@moons"], repro_code=1)
+    _fake_server(monkeypatch)
+    assert cli.main(["repro"]) == 1
+    warning, error = [r for r in caplog.records if "dvc checkout" in r.getMessage()]
+    assert warning.levelname == "WARNING" and "otherwise this run rebuilds them" in warning.getMessage()
+    assert error.levelname == "ERROR" and "`dvc checkout data/prepared/moons`" in error.getMessage()

@@ -10,8 +10,13 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from recourselab.errors import RecourselabError
@@ -71,11 +76,13 @@ def run_stage(name: str, argv: list[str]) -> int:
 
 
 def pipeline_env(root: Path) -> dict[str, str]:
-    """Environment for DVC and the stages: this interpreter first on PATH, quiet tools, and a
-    Prefect home (default ``<root>/.recourselab/prefect``), created here: Prefect does not create
-    missing parent folders, and its server then fails to open its database on a fresh checkout."""
+    """Environment for DVC and the stages: this interpreter first on PATH and named in
+    ``RECOURSELAB_PYTHON`` (which ``stages/run.sh`` prefers), quiet tools, and a Prefect home
+    (default ``<root>/.recourselab/prefect``), created here: Prefect does not create missing
+    parent folders, and its server then fails to open its database on a fresh checkout."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["RECOURSELAB_PYTHON"] = sys.executable  # stages/run.sh runs the stages with this interpreter
     env.setdefault("DVC_NO_ANALYTICS", "1")
     env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     env.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -106,33 +113,139 @@ def fetch_cache() -> Path | None:
     return configured if configured.is_absolute() else root / configured
 
 
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT (Ctrl-C) received by ``recourselab repro``: it stops its children and exits."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    def __str__(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """Turn the first SIGTERM or SIGINT into :class:`Interrupted` (later ones are ignored while the
+    children are stopped); the previous handlers come back when the block exits."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _child(cmd: list[str], root: Path, env: dict[str, str], *, capture: bool = False) -> tuple[int, str]:
+    """Run ``cmd`` in its own process group; on :class:`Interrupted` (or any error) stop the whole
+    group (the signal first, SIGKILL after a grace period) before re-raising. Returns (status, stdout)."""
+    from recourselab.prefect_server import stop_group
+
+    proc = subprocess.Popen(cmd, cwd=root, env=env, start_new_session=True, text=True,
+                            stdout=subprocess.PIPE if capture else None,
+                            stderr=subprocess.DEVNULL if capture else None)
+    try:
+        out, _ = proc.communicate()
+    except Interrupted as stop:
+        stop_group(proc, first=stop.signum)
+        raise
+    except BaseException:
+        stop_group(proc)
+        raise
+    return proc.returncode, out or ""
+
+
+def stale_stages(dvc: list[str], root: Path, env: dict[str, str]) -> set[str] | None:
+    """Names (``stage@dataset``) of the stages ``dvc status`` reports changed; None if it failed."""
+    import json
+
+    code, out = _child([*dvc, "status", "--json"], root, env, capture=True)
+    try:
+        status = json.loads(out) if code == 0 else None
+    except ValueError:
+        status = None
+    return set(status) if isinstance(status, dict) else None
+
+
 def repro(dvc_args: list[str]) -> int:
-    """``dvc repro`` with one local Prefect server for the run (none if nothing changed)."""
+    """``dvc repro`` after checking the project, with one local Prefect server for the run (none if
+    nothing changed); then a summary per dataset. SIGTERM / Ctrl-C stop the server and DVC."""
+    from recourselab.pipeline.preflight import check_project, missing_outputs, restore_hint
+    from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log, render_summary
     from recourselab.prefect_server import local_server
 
     root = project_root()
     env = pipeline_env(root)
     dvc = [sys.executable, "-m", "dvc"]
-    if "PREFECT_API_URL" in env or NO_RUN_OPTIONS.intersection(dvc_args):  # a server there, or nothing runs
+    if NO_RUN_OPTIONS.intersection(dvc_args):  # nothing runs: no checks, server or summary
         return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
-    up_to_date = subprocess.call([*dvc, "status", "--quiet"], cwd=root, env=env) == 0
-    if up_to_date and not dvc_args:
-        return subprocess.call([*dvc, "repro"], cwd=root, env=env)
-    with local_server(env=env) as url:
-        if url:
-            env["PREFECT_API_URL"] = url
-        return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
+    os.chdir(root)  # relative data paths of params.yaml are read from the root, as the stages read them
+    params = check_project(root)
+    gone = missing_outputs(root)
+    if gone:
+        log.warning("%s (otherwise this run rebuilds them)", restore_hint(gone))
+    run_log = root / ".recourselab" / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.jsonl"
+    env[RUN_LOG_ENV] = str(run_log)
+    start = time.monotonic()
+    stale = None
+    try:
+        with _stop_on_signals():
+            stale = stale_stages(dvc, root, env)
+            if "PREFECT_API_URL" in env or (stale == set() and not dvc_args):  # a server there, or nothing runs
+                code, _ = _child([*dvc, "repro", *dvc_args], root, env)
+            else:
+                with local_server(env=env) as url:
+                    code, _ = _child([*dvc, "repro", *dvc_args], root, {**env, "PREFECT_API_URL": url})
+    except Interrupted as stop:
+        log.error("stopped by %s: the Prefect server and the DVC run were stopped; the outputs of the stages "
+                  "that finished are kept", stop)
+        return 128 + stop.signum
+    sys.stdout.write("\n" + render_summary(root / "data" / "metrics", params.datasets, list(STAGES),
+                                           read_run_log(run_log), stale=stale, run_ok=code == 0,
+                                           wall_s=time.monotonic() - start))
+    if code != 0:
+        gone = missing_outputs(root)
+        if gone:
+            log.error("%s", restore_hint(gone))
+    return code
 
 
 def switch_profile(name: str, params_path: Path | None) -> int:
-    """Write profile ``name`` to ``params_path`` (default: the project's params.yaml, from any subfolder)."""
-    from recourselab.config import dump_params, render_profile
-    from recourselab.io import write_bytes
+    """Write profile ``name`` to ``params_path`` (default: the project's params.yaml, from any subfolder).
+
+    The file's ``data`` section and the custom datasets it lists are kept, and the file it
+    replaces is first copied to a timestamped ``.bak`` next to it. A file that cannot be read is
+    left alone (the error says so).
+    """
+    from recourselab.config import read_yaml, render_profile, write_params
+    from recourselab.errors import ConfigError
 
     root = project_root()
     params_path = root / "params.yaml" if params_path is None else params_path
-    params = render_profile(name, root)
-    write_bytes(params_path, dump_params(params).encode())
+    current = None
+    if params_path.is_file():
+        try:
+            current = read_yaml(params_path)
+        except ConfigError as err:
+            raise ConfigError(f"{err}\n`recourselab profile` keeps the data section and custom datasets of "
+                              f"{params_path}, so it does not replace a file it cannot read: fix it, or move it "
+                              "away to write the profile from scratch") from None
+    params = render_profile(name, root, current=current, current_source=str(params_path))
+    backup = write_params(params_path, params)
+    if params.data.custom:
+        log.info("kept the data section of %s (custom datasets: %s; pipeline datasets: %s)", params_path,
+                 ", ".join(params.data.custom), ", ".join(params.datasets))
+    if backup is not None:
+        log.info("the previous %s is saved as %s", params_path.name, backup)
     log.info("wrote profile %r to %s; `dvc repro` reruns exactly what changed", name, params_path)
     return 0
 
@@ -160,6 +273,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="file to write (default: params.yaml at the project root)")
     sub.add_parser("fetch-data", help="download and verify the registry-shipped dataset files")
     sub.add_parser("datasets", help="list the built-in datasets")
+    sp = sub.add_parser("explain", help="counterfactuals for new rows (CSV in original units) from trained artifacts")
+    sp.add_argument("input", help="CSV file of rows in the dataset's original units, or - for standard input")
+    sp.add_argument("--dataset", required=True, help="dataset whose artifacts explain the rows")
+    sp.add_argument("--seed", type=int, default=0, help="seed of the artifacts (default 0)")
+    sp.add_argument("--method", choices=("densityflow", "discover"), default="densityflow")
+    sp.add_argument("--model", default=None, help="DISCOVER's model (default: first of discover.models tuned)")
+    sp.add_argument("--budget", type=int, default=None,
+                    help="most ensemble rows queried in total (default: as many as the rows need)")
+    sp.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    sp.add_argument("--out", type=Path, default=None, help="write the output to this file (default: stdout)")
+    sp.add_argument("--params", type=Path, default=None, help="params file (default: params.yaml of the project)")
+    sp.add_argument("--data-root", type=Path, default=None, help="artifact folder (default: data/ of the project)")
     return ap
 
 
@@ -188,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "datasets":
             return list_datasets()
+        if args.command == "explain":
+            from recourselab.pipeline.explain_output import run_command
+
+            return run_command(args)
     except RecourselabError as err:
         log.error("%s", err)
         return 1
