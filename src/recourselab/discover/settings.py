@@ -76,7 +76,7 @@ class DiscoverSettings:
     max_iter : T, outer iterations. Default 100.
 
     The search-budget defaults (T 100, M 200, as the paper's released configuration; h 1 and
-    ``step`` 0.2) certify every (dataset, model) pair of ``bench/discover.py`` at n = 50; the
+    ``step`` 0.2) are what ``bench/discover.py`` measures (its figures: docs/results.md); the
     paper's *reference* speed configuration is N 10, T 20, M 10, k 3, h 3 (step 0.1, the
     released code's ``continuous_step``).
     strategy : proposal strategy, a key of :data:`~recourselab.discover.strategies.STRATEGIES`
