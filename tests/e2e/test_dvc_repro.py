@@ -56,3 +56,10 @@ def test_dvc_repro_tiny_profile_in_a_git_copy(tmp_path):
     second = _run([sys.executable, "-m", "dvc", "repro"], work, env)
     assert "didn't change" in second.stdout or "up to date" in second.stdout
     assert "Running stage" not in second.stdout
+    assert "moons" in first.stdout.split("Running stage")[-1]  # the end-of-run summary names the dataset
+
+    # the README's tour, step 2: explain the example rows with the artifacts just made
+    explained = _run([*cli, "explain", "--dataset", "moons", "--seed", "0", "examples/moons_rows.csv"], work, env)
+    n_rows = len(pd.read_csv(work / "examples/moons_rows.csv"))
+    assert f"{n_rows} of {n_rows} rows explained" in explained.stdout
+    assert "valid for: knn" in explained.stdout and "agreement" in explained.stdout

@@ -245,3 +245,15 @@ def test_the_command_reads_stdin_writes_out_and_exits_1_when_no_row_is_explained
     assert "0 of 2 rows explained" in capsys.readouterr().out
     assert main([*args[:1], str(tmp_path / "nope.csv"), *args[2:]]) == 1  # a clear error, no traceback
     assert main([*args[:1], str(tmp_path), *args[2:]]) == 1  # a folder: the same
+
+
+def test_a_value_outside_declared_bounds_names_the_bounds_not_only_the_training_range():
+    from recourselab.data.schema import Feature
+    from recourselab.pipeline.explain_rows import check_value
+
+    age = Feature(name="age", kind="numerical", integer=True, lower=18.0, upper=90.0, bounds=(0.0, 120.0))
+    assert check_value(age, "45") == (45, None)
+    value, problem = check_value(age, "150")
+    assert value is None and "outside its declared bounds [0.0, 120.0]" in problem
+    value, problem = check_value(age, "100")  # inside the bounds, outside the training range
+    assert value is None and "outside the training range [18, 90]" in problem

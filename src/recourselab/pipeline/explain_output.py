@@ -146,8 +146,9 @@ def run_command(args: argparse.Namespace) -> int:
         log.info("wrote %s", args.out)
     else:
         sys.stdout.write(text)
-    log.info("%d of %d rows explained; %d rows sent to the models (%s)", result.n_explained, len(result.rows),
-             result.queries, _budget(result))
+    if args.out is not None or args.format != "table":  # the table ends with this line itself
+        log.info("%d of %d rows explained; %d rows sent to the models (%s)", result.n_explained, len(result.rows),
+                 result.queries, _budget(result))
     return 0 if result.n_explained else 1
 
 

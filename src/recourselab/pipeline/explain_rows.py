@@ -119,6 +119,9 @@ def check_value(f: Feature, text: str) -> tuple[Any, str | None]:
         return None, f"column {f.name!r}: {text!r} is not a finite number; expected {allowed(f)}"
     if f.integer and value != round(value):
         return None, f"column {f.name!r}: {text} is not an integer; expected {allowed(f)}"
+    if f.outside_bounds(np.array([value]))[0]:
+        lo, hi = f.bounds
+        return None, f"column {f.name!r}: value {text} is outside its declared bounds [{lo}, {hi}]"
     if not f.lower <= value <= f.upper:
         return None, (f"column {f.name!r}: value {text} is outside the training range "
                       f"[{_number(f, f.lower)}, {_number(f, f.upper)}]")
