@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -43,3 +45,14 @@ def params_factory():
         return parse_params(base)
 
     return make
+
+
+def copy_checkout(dst: Path) -> Path:
+    """Copy the files git would commit (tracked and untracked-not-ignored) of this checkout to ``dst``."""
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                           cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for rel in files:
+        if (REPO_ROOT / rel).is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / rel, dst / rel)
+    return dst

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import pandas as pd
 import pytest
 
 from recourselab.io import read_json
-from tests.conftest import REPO_ROOT
+from tests.conftest import copy_checkout
 
 pytestmark = pytest.mark.e2e
 
@@ -24,13 +23,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 
 def test_dvc_repro_tiny_profile_in_a_git_copy(tmp_path):
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
-    work = tmp_path / "project"
-    for rel in files:
-        if (REPO_ROOT / rel).is_file():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO_ROOT / rel, work / rel)
+    work = copy_checkout(tmp_path / "project")
     bindir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bindir + os.pathsep + os.environ["PATH"], "DVC_NO_ANALYTICS": "1",
            "PREFECT_HOME": str(tmp_path / "prefect-home")}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import yaml
 
 from recourselab.config import dump_params, parse_params, render_profile
 from recourselab.pipeline.preflight import locked_outputs
-from tests.conftest import REPO_ROOT
+from tests.conftest import copy_checkout
 
 pytestmark = pytest.mark.e2e
 
@@ -77,13 +76,7 @@ def _write_moons_csv(path: Path) -> None:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Project:
     tmp = tmp_path_factory.mktemp("faults")
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-                           cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
-    root = tmp / "project"
-    for rel in files:
-        if (REPO_ROOT / rel).is_file():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO_ROOT / rel, root / rel)
+    root = copy_checkout(tmp / "project")
     env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"],
            "DVC_NO_ANALYTICS": "1", "PREFECT_HOME": str(tmp / "prefect-home")}
     env.pop("PREFECT_API_URL", None)
