@@ -28,7 +28,7 @@ from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
 from recourselab.metrics import query_set, validity_metrics
 from recourselab.models import load_ensemble
-from recourselab.orchestration import limit_threads
+from recourselab.runtime import limit_threads
 
 log = logging.getLogger("bench.densityflow")
 OUT = Path(__file__).parent / "results" / "densityflow.json"

@@ -29,9 +29,9 @@ from recourselab.config import parse_params
 from recourselab.data import Schema, load_dataset, prepare_splits
 from recourselab.densityflow import DensityFlow
 from recourselab.discover import Discover, make_target, sample_factuals
-from recourselab.orchestration import limit_threads
 from recourselab.report.densityflow_plots import plot_trajectories
 from recourselab.report.discover_plots import plot_output_cdfs
+from recourselab.runtime import limit_threads
 
 log = logging.getLogger("bench.readme_figures")
 OUT_DIR = Path(__file__).resolve().parents[1] / "docs" / "img"

@@ -15,7 +15,7 @@ from pathlib import Path
 from recourselab.config import Params
 from recourselab.data import SPLITS, load_dataset, prepare_splits
 from recourselab.models.tuning import Split, tune_model
-from recourselab.orchestration import limit_threads
+from recourselab.runtime import limit_threads
 
 log = logging.getLogger("bench.tune_ensemble")
 OUT = Path(__file__).parent / "results" / "tune_ensemble.json"

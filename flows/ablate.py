@@ -27,9 +27,10 @@ from recourselab.densityflow import DensityFlow
 from recourselab.errors import DataError
 from recourselab.io import read_json, read_parquet, write_json
 from recourselab.metrics import summarize_seeds
-from recourselab.orchestration import SeedResult, limit_threads, stage_artifacts
+from recourselab.orchestration import SeedResult, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
 from recourselab.report.common import guarded
+from recourselab.runtime import limit_threads
 
 ABLATE_CODE = (*GENERATE_CODE, "flows.ablate", "recourselab.report.ablation_plots")
 __all__ = ["ablate", "ablate_flow", "run"]

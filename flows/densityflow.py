@@ -30,22 +30,14 @@ from recourselab.metrics import query_set, summarize_seeds, validity_by_directio
 from recourselab.metrics.plausibility import density_variance_spearman, ensemble_uncertainty, inlier_rates
 from recourselab.models import load_ensemble
 from recourselab.models.ensemble import MANIFEST, checked_members, read_manifest
-from recourselab.orchestration import (
-    SeedResult,
-    code_fingerprint,
-    code_provenance,
-    dir_fingerprint,
-    limit_threads,
-    pick_device,
-    run_tasks,
-    stage_artifacts,
-    task_runner,
-    threads_per_task,
-)
+from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts, task_runner
+from recourselab.provenance import code_fingerprint, code_provenance, dir_fingerprint
 from recourselab.report.densityflow_plots import densityflow_figures
+from recourselab.runtime import limit_threads, pick_device, threads_per_task
 
 #: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
-CODE = ("flows.densityflow", "recourselab.config", "recourselab.orchestration", "recourselab.io",
+CODE = ("flows.densityflow", "recourselab.config", "recourselab.orchestration", "recourselab.runtime",
+        "recourselab.provenance", "recourselab.io",
         "recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics.robustness")
 #: ``generate`` also reports plausibility (its cache key covers that module too).
 GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility", "recourselab.report.densityflow_plots",

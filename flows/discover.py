@@ -29,22 +29,15 @@ from recourselab.io import read_json, read_provenance, write_json, write_parquet
 from recourselab.metrics import summarize_seeds
 from recourselab.models import load_ensemble
 from recourselab.models.ensemble import MANIFEST, checked_members, read_manifest
-from recourselab.orchestration import (
-    SeedResult,
-    code_fingerprint,
-    code_provenance,
-    dir_fingerprint,
-    limit_threads,
-    run_tasks,
-    stage_artifacts,
-    task_runner,
-    threads_per_task,
-)
+from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts, task_runner
+from recourselab.provenance import code_fingerprint, code_provenance, dir_fingerprint
 from recourselab.report.discover_plots import discover_figures
+from recourselab.runtime import limit_threads, threads_per_task
 
 STEP = "discover"
 #: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
-CODE = ("flows.discover", "recourselab.config", "recourselab.orchestration", "recourselab.io",
+CODE = ("flows.discover", "recourselab.config", "recourselab.orchestration", "recourselab.runtime",
+        "recourselab.provenance", "recourselab.io",
         "recourselab.discover", "recourselab.data", "recourselab.models", "recourselab.report.discover_plots",
         "recourselab.report.common")
 #: Metrics averaged over the models in ``discover.json`` (the paper reports means over models).

@@ -12,14 +12,8 @@ from recourselab.config import Params, section_hash
 from recourselab.data import SPLITS, RawDataset, load_dataset, prepare_splits
 from recourselab.data.datasets import SCHEMA_FILE
 from recourselab.io import write_parquet
-from recourselab.orchestration import (
-    SeedResult,
-    code_fingerprint,
-    code_provenance,
-    run_tasks,
-    stage_artifacts,
-    task_runner,
-)
+from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts, task_runner
+from recourselab.provenance import code_fingerprint, code_provenance
 
 STEP = "prepare"
 
@@ -50,7 +44,7 @@ def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path)
     # it through raw.fingerprint, and a setting of another dataset changes neither key nor provenance.
     section = {"split": list(params.prepare.split)}
     code = code_fingerprint("flows.prepare", "recourselab.config", "recourselab.data", "recourselab.io",
-                            "recourselab.orchestration")
+                            "recourselab.orchestration", "recourselab.runtime", "recourselab.provenance")
     calls = [dict(dataset=dataset, seed=s, section=section, fingerprint=raw.fingerprint, code=code,
                   staging_root=str(Path(cache_root) / "artifacts"), raw=raw) for s in params.seeds]
     out_dirs = [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]

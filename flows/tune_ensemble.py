@@ -19,17 +19,9 @@ from recourselab.io import read_json, write_json
 from recourselab.metrics.robustness import mean_std
 from recourselab.models.ensemble import member_entry, model_filename, write_manifest
 from recourselab.models.tuning import Split, tune_model
-from recourselab.orchestration import (
-    SeedResult,
-    code_fingerprint,
-    dir_fingerprint,
-    limit_threads,
-    pick_device,
-    run_tasks,
-    stage_artifacts,
-    task_runner,
-    threads_per_task,
-)
+from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts, task_runner
+from recourselab.provenance import code_fingerprint, dir_fingerprint
+from recourselab.runtime import limit_threads, pick_device, threads_per_task
 
 STEP = "tune_ensemble"
 
@@ -82,7 +74,8 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
     metrics.json}`` and the over-seeds summary ``metrics_root/<dataset>/tune_ensemble.json``.
     """
     n_threads = threads_per_task(params.orchestration)
-    code = code_fingerprint("flows.tune_ensemble", "recourselab.config", "recourselab.orchestration", "recourselab.io",
+    code = code_fingerprint("flows.tune_ensemble", "recourselab.config", "recourselab.orchestration",
+                            "recourselab.runtime", "recourselab.provenance", "recourselab.io",
                             "recourselab.models", "recourselab.data")
     calls, out_dirs, keys = [], [], []
     for slot, seed in enumerate(params.seeds):

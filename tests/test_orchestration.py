@@ -6,7 +6,9 @@ import logging
 
 import pytest
 
-from recourselab.orchestration import code_fingerprint, limit_threads, manifest_intact, publish, stage_artifacts
+from recourselab.orchestration import manifest_intact, publish, stage_artifacts
+from recourselab.provenance import code_fingerprint
+from recourselab.runtime import limit_threads
 
 
 def test_stage_is_content_addressed_and_publish_copies(tmp_path):
@@ -83,7 +85,7 @@ def test_code_fingerprint_covers_flow_modules_outside_the_package():
 
     assert "flows.densityflow" in fd.CODE and "recourselab.config" in fd.CODE
     for code in (fd.CODE, fdi.CODE):  # seeding and thread limits shape the outputs
-        assert "recourselab.orchestration" in code
+        assert {"recourselab.orchestration", "recourselab.runtime", "recourselab.provenance"} <= set(code)
     assert code_fingerprint("flows.densityflow") != code_fingerprint("flows.discover")
 
 
@@ -172,9 +174,9 @@ def test_code_fingerprint_covers_the_package_version(monkeypatch):
 def test_code_fingerprint_covers_library_versions(monkeypatch):
     import importlib.metadata
 
-    from recourselab import orchestration
+    from recourselab import provenance
 
-    versions = orchestration.library_versions()
+    versions = provenance.library_versions()
     assert versions["torch"] == importlib.metadata.version("torch")
     assert versions["xgboost-cpu"] != "absent"  # found under either distribution name
     before = code_fingerprint("recourselab.io")
@@ -184,7 +186,7 @@ def test_code_fingerprint_covers_library_versions(monkeypatch):
         return "9.9.9" if name == "lightgbm" else real(name)
 
     monkeypatch.setattr(importlib.metadata, "version", upgraded)
-    assert orchestration.library_versions()["lightgbm"] == "9.9.9"
+    assert provenance.library_versions()["lightgbm"] == "9.9.9"
     assert code_fingerprint("recourselab.io") != before  # a LightGBM upgrade is a new key
 
 
@@ -192,7 +194,7 @@ def test_threads_per_task_is_the_param_or_the_usable_cpus_per_worker(monkeypatch
     import os
 
     from recourselab.config import parse_params
-    from recourselab.orchestration import threads_per_task
+    from recourselab.runtime import threads_per_task
 
     assert threads_per_task(parse_params({}).orchestration) == 1
     assert threads_per_task(parse_params({"orchestration": {"threads_per_task": 3}}).orchestration) == 3

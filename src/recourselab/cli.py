@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from recourselab.errors import RecourselabError
+from recourselab.pipeline.project import project_root
 
 log = logging.getLogger(__name__)
 
@@ -32,15 +33,6 @@ STAGES: dict[str, str] = {
     "ablate": "DensityFlow without its density term / distillation, write data/ablate/<dataset>/...",
     "discover": "DISCOVER distributional counterfactuals per model and seed, write data/discover/<dataset>/<model>/...",
 }
-
-
-def project_root(start: Path | None = None) -> Path:
-    """The nearest directory at or above ``start`` holding ``dvc.yaml`` and ``stages/``."""
-    start = (start or Path.cwd()).resolve()
-    for d in (start, *start.parents):
-        if (d / "dvc.yaml").is_file() and (d / "stages").is_dir():
-            return d
-    raise RecourselabError(f"no recourselab project (dvc.yaml + stages/) at or above {start}")
 
 
 #: Stage options that take a path: given relative, they are read from the caller's folder.

@@ -15,14 +15,11 @@ files replace the damaged staging folder; nothing that fails its sha256 is publi
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
 import tempfile
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,81 +44,6 @@ class SeedResult:
     @property
     def cached(self) -> bool:
         return self.state == "Cached"
-
-
-#: Distributions whose code shapes the artifacts (numerics, model formats, Parquet); each entry
-#: lists alternative distribution names of one library (``xgboost-cpu`` installs ``xgboost``).
-LIBRARIES: tuple[tuple[str, ...], ...] = (
-    ("numpy",), ("pandas",), ("pyarrow",), ("scipy",), ("scikit-learn",), ("torch",),
-    ("torchdiffeq",), ("pot",), ("xgboost-cpu", "xgboost"), ("lightgbm",), ("catboost",),
-    ("pytorch-tabnet",), ("skops",),
-)
-
-
-def library_versions() -> dict[str, str]:
-    """Installed version of each of :data:`LIBRARIES` (``"absent"`` when none is installed).
-
-    Returns
-    -------
-    dict
-        First name of each entry -> version string, e.g. ``{"torch": "2.13.0", ...}``.
-    """
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for names in LIBRARIES:
-        out[names[0]] = "absent"
-        for name in names:
-            try:
-                out[names[0]] = version(name)
-                break
-            except PackageNotFoundError:
-                continue
-    return out
-
-
-def code_fingerprint(*packages: str) -> str:
-    """sha256 over the source files of the given importable (sub)packages or modules.
-
-    Task cache keys pass every module whose code shapes the task's outputs: the library
-    packages it calls, ``recourselab.config`` and the flow module itself (helpers outside the
-    task function, which Prefect's source hash of the task does not see). The package version
-    and the versions of the numerical libraries (:func:`library_versions`) are part of the
-    hash, so an upgrade of, say, torch or LightGBM never reuses artifacts made by the old one.
-    """
-    import importlib
-
-    from recourselab import __version__
-
-    h = hashlib.sha256(__version__.encode())  # provenance records the version: a bump is a new key
-    for name, ver in sorted(library_versions().items()):
-        h.update(f"{name}=={ver};".encode())
-    for name in sorted(packages):
-        mod = importlib.import_module(name)
-        origin = Path(mod.__file__)
-        files = sorted(origin.parent.rglob("*.py")) if origin.name == "__init__.py" else [origin]
-        for f in files:
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def code_provenance(code: str) -> dict[str, Any]:
-    """The provenance entries naming the code behind an artifact.
-
-    Parameters
-    ----------
-    code : the task's :func:`code_fingerprint`.
-
-    Returns
-    -------
-    dict
-        ``code_version`` (the package version), ``code_hash`` (``code``) and ``libraries``
-        (:func:`library_versions`), so two outputs made by different library versions say which.
-    """
-    from recourselab import __version__
-
-    return {"code_version": __version__, "code_hash": code, "libraries": library_versions()}
 
 
 def stage_artifacts(staging_dir: str | Path, writers: Mapping[str, Writer]) -> dict[str, Any]:
@@ -275,52 +197,6 @@ def task_failure(failed: Sequence[tuple[str, Any]]) -> RecourselabError:
     return err
 
 
-def pick_device(slot: int = 0) -> str:
-    """``cuda:<slot mod n_gpus>`` when CUDA is available, else ``cpu`` (round-robin per seed)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return f"cuda:{slot % torch.cuda.device_count()}"
-    return "cpu"
-
-
-#: Keys of JSON reports that hold timings: left out of :func:`dir_fingerprint`.
-TIMING_SUFFIX = "_time_s"
-
-
-def dir_fingerprint(directory: str | Path, exclude: Sequence[str] = ()) -> str:
-    """sha256 over the names and contents of the files directly in ``directory`` (upstream keys),
-    except the file names in ``exclude`` (reports that are not inputs). A JSON object's top-level
-    keys ending in :data:`TIMING_SUFFIX` are left out: a rerun that only took another time
-    leaves the downstream keys as they were."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in Path(directory).iterdir() if p.is_file() and p.name not in exclude):
-        h.update(f.name.encode())
-        h.update(_content_digest(f).encode())
-    return h.hexdigest()
-
-
-def _content_digest(path: Path) -> str:
-    if path.suffix == ".json":
-        try:
-            data = json.loads(path.read_bytes())
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            kept = {k: v for k, v in data.items() if not k.endswith(TIMING_SUFFIX)}
-            return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
-    return sha256_file(path)
-
-
-def threads_per_task(orchestration: Any) -> int:
-    """CPU threads of one task: ``orchestration.threads_per_task``, or (None) the CPUs this process
-    may use divided by ``orchestration.max_workers``, so that concurrent tasks do not oversubscribe."""
-    if orchestration.threads_per_task is not None:
-        return int(orchestration.threads_per_task)
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, usable // orchestration.max_workers)
-
-
 #: The stages' log line format (worker processes use it too).
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -356,38 +232,3 @@ def task_runner(orchestration: Any) -> Any:
     return ThreadPoolTaskRunner(max_workers=orchestration.max_workers)
 
 
-_TORCH_RNG_LOCK = threading.RLock()
-
-
-@contextmanager
-def torch_seeded(seed: int) -> Iterator[None]:
-    """Seed torch's global random generator and hold it for the block.
-
-    Layer initialisation and TabNet's training draw from that one generator; with the
-    ``thread`` task runner two tasks would interleave their draws, so the same seed would give
-    other weights. Blocks run one at a time (per process), each from its own seed.
-    """
-    import torch
-
-    with _TORCH_RNG_LOCK:
-        torch.manual_seed(seed)
-        yield
-
-
-@contextmanager
-def limit_threads(n_threads: int) -> Iterator[None]:
-    """Cap BLAS/OpenMP (threadpoolctl) and torch intra-op threads at ``n_threads`` for a task.
-
-    torch's and OpenMP's limits belong to the calling thread, so tasks of the ``thread`` runner
-    each cap (and restore) their own pool thread.
-    """
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        with threadpool_limits(limits=n_threads):
-            yield
-    finally:
-        torch.set_num_threads(before)

@@ -13,7 +13,7 @@ TARGET = make_target("beta", a=0.1, b=0.9, seed=0)
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    from recourselab.orchestration import limit_threads
+    from recourselab.runtime import limit_threads
 
     with limit_threads(1):  # tiny models: more threads only add contention
         yield
@@ -21,7 +21,7 @@ def _one_thread():
 
 @pytest.fixture(scope="module")
 def mlp(toy) -> TorchClassifier:
-    from recourselab.orchestration import limit_threads
+    from recourselab.runtime import limit_threads
 
     with limit_threads(1):
         return fit_torch_mlp(toy.X, toy.frame["y"].to_numpy(), hidden=(16,), epochs=150, seed=0)

@@ -22,7 +22,7 @@ from recourselab.data import load_dataset, prepare_splits
 from recourselab.densityflow import DensityFlow
 from recourselab.io import write_parquet
 from recourselab.models.tuning import Split, tune_model
-from recourselab.orchestration import limit_threads
+from recourselab.runtime import limit_threads
 
 #: A small grid per member: two configurations, so the cross-validation runs too.
 GRIDS = {"xgboost": ({"max_depth": [2, 3]}, {"n_estimators": 30}),

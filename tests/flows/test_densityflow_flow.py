@@ -10,7 +10,7 @@ import recourselab
 from flows.prepare import run_prepare
 from flows.tune_ensemble import run_tune_ensemble
 from recourselab.io import read_json, read_provenance
-from recourselab.orchestration import library_versions
+from recourselab.provenance import library_versions
 
 
 def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
@@ -114,7 +114,7 @@ def test_train_flow_keys_on_the_ensemble_only_with_a_lambda_grid(params_factory,
 
 
 def test_timing_reports_are_not_part_of_upstream_keys(tmp_path):
-    from recourselab.orchestration import dir_fingerprint
+    from recourselab.provenance import dir_fingerprint
 
     (tmp_path / "generator.pt").write_bytes(b"weights")
     (tmp_path / "train_flow.json").write_text('{"fit_time_s": 1.0}')
@@ -127,7 +127,7 @@ def test_timing_reports_are_not_part_of_upstream_keys(tmp_path):
 
 
 def test_timings_inside_downstream_inputs_are_not_part_of_their_keys(tmp_path):
-    from recourselab.orchestration import dir_fingerprint
+    from recourselab.provenance import dir_fingerprint
 
     # distill.json (read by generate) and generate's metrics.json (read by ablate) hold timings next to inputs
     (tmp_path / "distill.json").write_text('{"queries_used": 480, "distill_time_s": 6.2, "fit_time_s": 100.0}')

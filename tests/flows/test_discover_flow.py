@@ -11,7 +11,7 @@ from flows.prepare import run_prepare
 from flows.tune_ensemble import run_tune_ensemble
 from recourselab.errors import ConfigError
 from recourselab.io import read_json, read_provenance
-from recourselab.orchestration import library_versions
+from recourselab.provenance import library_versions
 from recourselab.report.discover_plots import FIGURES
 
 N = 15

@@ -17,9 +17,9 @@ from recourselab.errors import DataError, MissingArtifactError, UnknownKeyError
 from recourselab.io import sha256_file
 from recourselab.models import FitContext, fit_model, write_manifest
 from recourselab.models.ensemble import member_entry, model_filename
-from recourselab.orchestration import limit_threads
 from recourselab.pipeline.explain import ImmutableFeatureChanged, check_immutables, explain
 from recourselab.pipeline.explain_output import render, show
+from recourselab.runtime import limit_threads
 
 DATASET = "toy"
 MEMBERS = {"knn": {"n_neighbors": 7}, "rf": {"n_estimators": 25, "max_depth": 6}, "svm": {"C": 10, "gamma": 0.5}}

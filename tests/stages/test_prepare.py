@@ -9,7 +9,7 @@ import yaml
 
 from recourselab.config import dump_params, render_profile
 from recourselab.io import read_provenance
-from recourselab.orchestration import library_versions
+from recourselab.provenance import library_versions
 from stages import prepare
 
 

@@ -44,8 +44,9 @@ from recourselab.errors import (
 )
 from recourselab.io import RESTORE_HINT, error_reason, json_bytes, read_json, restore_hint, write_bytes
 from recourselab.models.verdict import VERIFY_BUDGET, Verdict, as_oracle, require_budget, verify
-from recourselab.orchestration import code_fingerprint, torch_seeded
 from recourselab.progress import bar
+from recourselab.provenance import code_fingerprint
+from recourselab.runtime import torch_seeded
 
 log = logging.getLogger(__name__)
 

@@ -86,7 +86,7 @@ def fit_torch_mlp(X: np.ndarray, y: np.ndarray, *, n_classes: int = 2, hidden: S
     """
     import torch
 
-    from recourselab.orchestration import torch_seeded
+    from recourselab.runtime import torch_seeded
 
     layers: list[Any] = []
     width = X.shape[1]

@@ -17,12 +17,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from recourselab.discover.proposals import ProposalSpace
 from recourselab.errors import UnknownKeyError
+
+if TYPE_CHECKING:  # annotation only: proposals -> settings -> strategies would close a cycle
+    from recourselab.discover.proposals import ProposalSpace
 
 
 class UnknownStrategyError(UnknownKeyError):

@@ -350,7 +350,7 @@ def _build_tabnet(p: dict[str, Any], ctx: FitContext) -> Any:
 
 
 def _fit_tabnet(est: Any, X: np.ndarray, y: np.ndarray, ctx: FitContext) -> Any:
-    from recourselab.orchestration import torch_seeded
+    from recourselab.runtime import torch_seeded
 
     kw = {"max_epochs": 100, "patience": 10, "batch_size": 1024, "virtual_batch_size": 128,
           **getattr(est, "_recourselab_fit", {})}

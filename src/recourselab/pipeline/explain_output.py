@@ -126,8 +126,8 @@ def run_command(args: argparse.Namespace) -> int:
     ``--params`` and ``--data-root`` default to ``params.yaml`` and ``data/`` at the project root
     (the folder at or above the current one holding ``dvc.yaml``), else in the current folder.
     """
-    from recourselab.cli import project_root
     from recourselab.config import load_params
+    from recourselab.pipeline.project import project_root
 
     try:
         root = project_root()
