@@ -35,6 +35,7 @@ from recourselab.config import Params
 from recourselab.data.schema import Schema, python_scalar
 from recourselab.errors import ConfigError, DataError, MissingArtifactError, RecourselabError, UnknownKeyError
 from recourselab.models import BlackBox, QueryBudgetExceeded, load_ensemble, read_manifest
+from recourselab.models.verdict import verify
 from recourselab.pipeline.explain_rows import check_rows, read_rows
 
 log = logging.getLogger(__name__)
@@ -161,11 +162,11 @@ def _verify(box: BlackBox, rows: list[RowResult], X: np.ndarray, targets: np.nda
     """Query the counterfactuals ``X`` (n, d) of ``rows`` that the budget affords; fill validity and agreement."""
     n_check = _affordable(box, len(rows))
     if n_check:
-        out = box.query(X[:n_check], budget=BUDGET)
-        labels = out.member_labels
+        verdict = verify(box, X[:n_check], targets[:n_check], budget_name=BUDGET)
+        per_model = verdict.per_model()
         for i, r in enumerate(rows[:n_check]):
-            r.validity = {m: bool(labels[j, i] == targets[i]) for j, m in enumerate(out.member_names)}
-            r.agreement = float(np.mean(list(r.validity.values())))
+            r.validity = {m: bool(valid[i]) for m, valid in per_model.items()}
+            r.agreement = float(verdict.agreement[i])
     for r in rows[n_check:]:
         r.note = (f"unverified: the query budget ({budget} ensemble rows) was spent before this counterfactual "
                   "could be checked; raise --budget")
