@@ -187,7 +187,7 @@ def run(model: Any, schema: Any, factuals: np.ndarray, **settings: Any) -> tuple
     t0 = time.perf_counter()
     with warnings.catch_warnings(), limit_threads(1):
         warnings.simplefilter("ignore", NotCertifiedWarning)
-        result = solver.explain(factuals, TARGET)
+        result = solver.solve(factuals, TARGET)
     return result, time.perf_counter() - t0
 
 
@@ -510,7 +510,7 @@ def bench_dce(params: Params) -> dict[str, Any]:
             t0 = time.perf_counter()
             with warnings.catch_warnings(), limit_threads(1):
                 warnings.simplefilter("ignore", NotCertifiedWarning)
-                res = DCE(model, schema=schema, lr=lr).explain(factuals, TARGET)
+                res = DCE(model, schema=schema, lr=lr).solve(factuals, TARGET)
             out[ds][f"dce_lr{lr}"] = summary(res, time.perf_counter() - t0, fresh=True) | {"lr": lr}
         for method in ("discover", *(f"dce_lr{lr}" for lr in DCE_LR)):
             r = out[ds][method]

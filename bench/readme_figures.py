@@ -74,7 +74,7 @@ def discover_figure(path: Path) -> Path:
     X = schema.transform(df)
     model = RandomForestClassifier(n_estimators=50, random_state=0).fit(X, df["approved"])
     rows = sample_factuals(model.predict_proba(X)[:, 1], 50, seed=0)
-    res = Discover(model, schema=schema, seed=0).explain(df.iloc[rows], make_target("beta", a=0.1, b=0.9, seed=0))
+    res = Discover(model, schema=schema, seed=0).solve(df.iloc[rows], make_target("beta", a=0.1, b=0.9, seed=0))
     status = "certified" if res.feasible else "not certified"
     return plot_output_cdfs(path, res.factual_scores, res.scores, res.target_values,
                             title=f"DISCOVER on 50 loans rows, random forest ({status})")

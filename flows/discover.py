@@ -74,7 +74,7 @@ def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], up
         box = load_ensemble(ensemble_dir, [model], schema=schema, seed=seed)
         scores = box.predict_proba(X, budget="selection")[:, schema.favourable_index]
         idx = sample_factuals(scores, section["n_factuals"], seed=seed, pool=section["factuals"])
-        result = Discover.from_settings(box, schema=schema, settings=settings).explain(X[idx], target)
+        result = Discover.from_settings(box, schema=schema, settings=settings).solve(X[idx], target)
     if not result.feasible:
         log.warning("%s/%s/seed=%d: no certified feasible iterate (feasible=False in the outputs)", dataset, model,
                     seed)

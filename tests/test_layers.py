@@ -17,11 +17,11 @@ PACKAGE = "recourselab"
 #: Layer of each top-level part of the package; a module may import modules of its own layer or lower.
 RANKS = {
     "": 0,  # recourselab/__init__.py
-    "errors": 0, "io": 0, "runtime": 0, "provenance": 0, "progress": 0,
+    "_version": 0, "errors": 0, "io": 0, "runtime": 0, "provenance": 0, "progress": 0,
     "config": 1,
     "data": 2,
     "models": 3,
-    "densityflow": 4, "discover": 4,
+    "methods": 4, "densityflow": 4, "discover": 4,
     "metrics": 5, "report": 5,
     "pipeline": 6, "orchestration": 6, "prefect_server": 6, "cli": 6,
 }

@@ -56,7 +56,7 @@ def code_fingerprint(*packages: str) -> str:
     """
     import importlib
 
-    from recourselab import __version__
+    from recourselab._version import __version__
 
     h = hashlib.sha256(__version__.encode())  # provenance records the version: a bump is a new key
     for name, ver in sorted(library_versions().items()):
@@ -84,7 +84,7 @@ def code_provenance(code: str) -> dict[str, Any]:
         ``code_version`` (the package version), ``code_hash`` (``code``) and ``libraries``
         (:func:`library_versions`), so two outputs made by different library versions say which.
     """
-    from recourselab import __version__
+    from recourselab._version import __version__
 
     return {"code_version": __version__, "code_hash": code, "libraries": library_versions()}
 

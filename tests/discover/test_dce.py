@@ -36,7 +36,7 @@ def test_torch_classifier_probabilities(toy, mlp):
 
 def test_dce_decreases_q_under_a_fixed_eta(toy, mlp):
     res = DCE(mlp, schema=toy.schema, lr=0.05, max_iter=25, eta_l=0.7, eta_r=0.7, kappa=0.0,
-              metric_projections=200).explain(toy.factuals, TARGET)
+              metric_projections=200).solve(toy.factuals, TARGET)
     q = res.log["Q"].to_numpy()
     assert (res.log["eta"] == 0.7).all()
     assert q[-1] < 0.9 * q[0]
@@ -46,7 +46,7 @@ def test_dce_decreases_q_under_a_fixed_eta(toy, mlp):
 
 def test_dce_returns_valid_actionable_counterfactuals(toy, mlp):
     res = DCE(mlp, schema=toy.schema, max_iter=10, metric_projections=200,
-              actionability={"age": "increasing"}).explain(toy.factuals, TARGET)
+              actionability={"age": "increasing"}).solve(toy.factuals, TARGET)
     X, Xf = res.counterfactuals, res.factuals
     imm = toy.schema.immutable_mask()
     assert np.array_equal(X[:, imm], Xf[:, imm])
@@ -84,32 +84,32 @@ def test_dce_checks_the_models_outputs_like_discover(toy):
     torch.manual_seed(0)
     one_logit = TorchClassifier(torch.nn.Linear(toy.X.shape[1], 1))
     with pytest.raises(DataError, match=r"probabilities of shape \(40, 1\), expected \(40, 2\)"):
-        DCE(one_logit, schema=toy.schema, max_iter=2).explain(toy.factuals, TARGET)
+        DCE(one_logit, schema=toy.schema, max_iter=2).solve(toy.factuals, TARGET)
 
     class NaNs(torch.nn.Module):
         def forward(self, x):
             return torch.full((len(x), 2), float("nan"), dtype=x.dtype)
 
     with pytest.raises(DataError, match="non-finite in 40 of 40 rows"):
-        DCE(TorchClassifier(NaNs()), schema=toy.schema, max_iter=2).explain(toy.factuals, TARGET)
+        DCE(TorchClassifier(NaNs()), schema=toy.schema, max_iter=2).solve(toy.factuals, TARGET)
 
 
 def test_dce_stop_certified_ends_at_the_first_certified_edited_iterate(toy, mlp):
     kw = dict(max_iter=10, metric_projections=200, U_x=100.0, U_y=10.0)
-    res = DCE(mlp, schema=toy.schema, stop="certified", **kw).explain(toy.factuals, TARGET)
+    res = DCE(mlp, schema=toy.schema, stop="certified", **kw).solve(toy.factuals, TARGET)
     log = res.log
     ok = (log["feasible"] & (log["edited_rows"] > 0)).to_numpy()
     assert ok[-1] and not ok[:-1].any() and res.feasible
-    assert len(DCE(mlp, schema=toy.schema, **kw).explain(toy.factuals, TARGET).log) == 11
+    assert len(DCE(mlp, schema=toy.schema, **kw).solve(toy.factuals, TARGET).log) == 11
 
 
 def test_dce_stop_ot_y_ends_at_the_level(toy, mlp):
     kw = dict(max_iter=10, metric_projections=200, U_x=100.0, U_y=10.0)
-    full = DCE(mlp, schema=toy.schema, **kw).explain(toy.factuals, TARGET).log
+    full = DCE(mlp, schema=toy.schema, **kw).solve(toy.factuals, TARGET).log
     ok = (full["feasible"] & (full["edited_rows"] > 0)).to_numpy()
     level = float(np.median(full["OT_y_metric"][ok]))
     stop_at = int(np.flatnonzero(ok & (full["OT_y_metric"] <= level).to_numpy())[0])
-    res = DCE(mlp, schema=toy.schema, stop="ot_y", stop_ot_y=level, **kw).explain(toy.factuals, TARGET)
+    res = DCE(mlp, schema=toy.schema, stop="ot_y", stop_ot_y=level, **kw).solve(toy.factuals, TARGET)
     assert len(res.log) - 1 == stop_at == res.iteration
     assert res.metrics["stop_ot_y_reached"] == (res.feasible and res.metrics["OT_y"] <= level)
 
@@ -128,7 +128,7 @@ def test_dce_never_reports_unmoved_rows_as_edits_even_outside_the_training_range
     age = toy.schema.slices()["age"].start
     Xf[:2, age] = toy.X[:, age].max() + 2.0  # two factuals older than every training row
     res = DCE(mlp, schema=toy.schema, max_iter=0, U_x_margin=5.0, U_y_margin=5.0,
-              metric_projections=100).explain(Xf, TARGET)
+              metric_projections=100).solve(Xf, TARGET)
     assert res.metrics["edited_rows"] == 0 and not res.feasible
     np.testing.assert_array_equal(res.counterfactuals, Xf)
 
@@ -176,7 +176,7 @@ def test_snapping_a_half_moved_categorical_pair_gives_a_level_phase(toy):
 def test_dce_keeps_categorical_actionability(toy, mlp):
     rules = {"job": "increasing", "owner": "increasing"}
     res = DCE(mlp, schema=toy.schema, lr=2.0, max_iter=30, metric_projections=100,
-              actionability=rules).explain(toy.factuals, TARGET)
+              actionability=rules).solve(toy.factuals, TARGET)
     for name in rules:
         before = toy.schema.decode_categorical(res.factuals, name)  # level indices
         after = toy.schema.decode_categorical(res.counterfactuals, name)
@@ -190,8 +190,8 @@ def test_dce_resampled_directions_recheck_the_result_on_its_own_directions(toy, 
     from recourselab.discover.solver import directions_at, input_threshold
 
     kw = dict(lr=0.2, max_iter=12, metric_projections=200, resample_directions=True)
-    res = DCE(mlp, schema=toy.schema, **kw).explain(toy.factuals, TARGET)
-    again = DCE(mlp, schema=toy.schema, **kw).explain(toy.factuals, TARGET)
+    res = DCE(mlp, schema=toy.schema, **kw).solve(toy.factuals, TARGET)
+    again = DCE(mlp, schema=toy.schema, **kw).solve(toy.factuals, TARGET)
     assert np.array_equal(res.counterfactuals, again.counterfactuals) and res.metrics == again.metrics
     theta = directions_at(toy.factuals.shape[1], DiscoverSettings(resample_directions=True), res.iteration)
     ref = np.sort((res.factuals @ theta.T).T, axis=1)
@@ -200,12 +200,12 @@ def test_dce_resampled_directions_recheck_the_result_on_its_own_directions(toy, 
     s = DiscoverSettings(resample_directions=True)
     assert res.metrics["U_x"] == pytest.approx(input_threshold(ref, s), rel=1e-12)  # that set's own floor
     assert res.log["U_x"].nunique() > 1
-    fixed = DCE(mlp, schema=toy.schema, **(kw | {"resample_directions": False})).explain(toy.factuals, TARGET)
+    fixed = DCE(mlp, schema=toy.schema, **(kw | {"resample_directions": False})).solve(toy.factuals, TARGET)
     assert not np.allclose(fixed.log["OT_x"].to_numpy()[1:], res.log["OT_x"].to_numpy()[1:len(fixed.log)])
 
 
 def test_dce_counts_every_model_pass(toy, mlp):
-    res = DCE(mlp, schema=toy.schema, max_iter=5, stop="stalled", patience=100).explain(toy.factuals, TARGET)
+    res = DCE(mlp, schema=toy.schema, max_iter=5, stop="stalled", patience=100).solve(toy.factuals, TARGET)
     # every model pass counts: the factuals' scores, then one pass (scores and gradient) for the
     # factuals (t = 0) and for each of the 5 gradient iterates, and the returned rows
     assert res.metrics["iterations_run"] == 5

@@ -31,7 +31,7 @@ FAST = {"max_iter": 8, "metric_projections": 200}
 
 def _run(toy, **kw) -> DiscoverResult:
     with pytest.warns(NotCertifiedWarning) if kw.pop("expect_warning", False) else _nullcontext():
-        return Discover(toy.blackbox(), schema=toy.schema, **(FAST | kw)).explain(toy.factuals, TARGET)
+        return Discover(toy.blackbox(), schema=toy.schema, **(FAST | kw)).solve(toy.factuals, TARGET)
 
 
 class _nullcontext:
@@ -100,7 +100,7 @@ def test_same_seed_same_result_and_seed_matters(toy):
 def test_result_contents_and_constraints(toy):
     bb = toy.blackbox()
     solver = Discover(bb, schema=toy.schema, max_iter=15, metric_projections=200)
-    res = solver.explain(toy.factuals, TARGET)
+    res = solver.solve(toy.factuals, TARGET)
     n, d = toy.factuals.shape
     assert res.counterfactuals.shape == (n, d) and res.scores.shape == (n,)
     assert list(res.counterfactuals_frame.columns) == toy.schema.feature_names
@@ -187,7 +187,7 @@ def test_a_model_no_edit_can_move_is_never_reported_certified(toy):
     # every edit raises OT(x) and leaves the outputs alone, so the unedited sample is the best one;
     # proposals identical to the current rows (rounded or clipped back) must not count as edits
     with pytest.warns(NotCertifiedWarning, match="output side violated.*no candidate improved Q in the last 12 "):
-        res = Discover(_ConstantModel(), schema=toy.schema, **(FAST | {"max_iter": 12})).explain(toy.factuals, TARGET)
+        res = Discover(_ConstantModel(), schema=toy.schema, **(FAST | {"max_iter": 12})).solve(toy.factuals, TARGET)
     assert res.feasible is False and res.metrics["edited_rows"] == 0
     assert np.array_equal(res.counterfactuals, res.factuals)
     assert (res.log["edited_rows"] == 0).all() and not res.log["accepted"].any()
@@ -215,13 +215,13 @@ class _BadModel:
 @pytest.mark.parametrize("value", [1.5, -0.2, np.nan])
 def test_model_outputs_outside_probabilities_are_refused(toy, value):
     with pytest.raises(DataError, match=r"outside \[0, 1\] or non-finite in 40 of 40 rows"):
-        Discover(_BadModel(value), schema=toy.schema, **FAST).explain(toy.factuals, TARGET)
+        Discover(_BadModel(value), schema=toy.schema, **FAST).solve(toy.factuals, TARGET)
 
 
 def test_dataframe_factuals_are_encoded_through_the_schema(toy):
     frame = toy.schema.inverse_transform(toy.factuals)
     a = _run(toy)
-    b = Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(frame, TARGET)
+    b = Discover(toy.blackbox(), schema=toy.schema, **FAST).solve(frame, TARGET)
     assert np.allclose(a.factuals, b.factuals) and np.array_equal(a.counterfactuals, b.counterfactuals)
 
 
@@ -256,7 +256,7 @@ def test_settings_hold_plain_python_values_and_a_snapshot_of_the_rules(toy):
     solver = Discover(toy.blackbox(), schema=toy.schema, **FAST, actionability=rules)
     rules["income"], rules["age"] = "sideways", "fixed"  # later edits of the caller's dict
     assert solver.settings.actionability == {"income": "fixed"}
-    res = solver.explain(toy.factuals, TARGET)
+    res = solver.solve(toy.factuals, TARGET)
     inc = toy.schema.slices()["income"].start
     assert np.array_equal(res.counterfactuals[:, inc], toy.factuals[:, inc]) and res.metrics["edited_rows"] > 0
     json.dumps(res.metadata())
@@ -265,24 +265,24 @@ def test_settings_hold_plain_python_values_and_a_snapshot_of_the_rules(toy):
 def test_bad_inputs_give_clear_errors(toy):
     solver = Discover(toy.blackbox(), schema=toy.schema, **FAST)
     with pytest.raises(DataError, match="columns"):
-        solver.explain(toy.factuals[:, :-1], TARGET)
+        solver.solve(toy.factuals[:, :-1], TARGET)
     bad = toy.factuals.copy()
     bad[3, 1] = np.nan
     with pytest.raises(DataError, match="NaN"):
-        solver.explain(bad, TARGET)
+        solver.solve(bad, TARGET)
     with pytest.raises(DataError, match="same size"):
-        solver.explain(toy.factuals, make_target("values", values=[1.0] * 7))
+        solver.solve(toy.factuals, make_target("values", values=[1.0] * 7))
     with pytest.raises(DataError, match="at least 2"):
-        solver.explain(toy.factuals[:1], TARGET)
+        solver.solve(toy.factuals[:1], TARGET)
     with pytest.raises(DataError, match="2-D"):
-        solver.explain(toy.factuals[0], TARGET)
+        solver.solve(toy.factuals[0], TARGET)
 
 
 def test_inputs_that_are_not_what_they_claim_are_refused(toy):
     frame = toy.frame.drop(columns="y").iloc[:40]
     off_circle = toy.schema.transform(frame) * 0.5  # phase pairs of no level
     with pytest.raises(DataError, match=r"categorical feature\(s\) \['job', 'sex', 'owner'\] are not the phase pair"):
-        Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(off_circle, TARGET)
+        Discover(toy.blackbox(), schema=toy.schema, **FAST).solve(off_circle, TARGET)
     with pytest.raises(TypeError, match="schema must be a recourselab Schema"):
         Discover(toy.blackbox(), schema=None)
     with pytest.raises(ConfigError, match="actionability must map feature names to rules"):
@@ -293,14 +293,14 @@ def test_inputs_that_are_not_what_they_claim_are_refused(toy):
             return np.full((len(X), 3), 1 / 3)
 
     with pytest.raises(DataError, match=r"probabilities of shape \(40, 3\), expected \(40, 2\)"):
-        Discover(ThreeColumns(), schema=toy.schema, **FAST).explain(toy.factuals, TARGET)
+        Discover(ThreeColumns(), schema=toy.schema, **FAST).solve(toy.factuals, TARGET)
 
 
 def test_dataframe_factuals_keep_their_index_and_missing_values_are_logged(toy, caplog):
     frame = toy.frame.drop(columns="y").iloc[100:140].copy()
     frame.iloc[0, frame.columns.get_loc("sex")] = None
     with caplog.at_level("WARNING", logger="recourselab.data.schema"):
-        res = Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(frame, TARGET)
+        res = Discover(toy.blackbox(), schema=toy.schema, **FAST).solve(frame, TARGET)
     assert "missing values {'sex': 1} imputed" in caplog.text and "immutable features ['sex']" in caplog.text
     pd.testing.assert_index_equal(res.counterfactuals_frame.index, frame.index)
 
@@ -328,7 +328,7 @@ def test_settings_object_and_overrides(toy):
     s = DiscoverSettings(trials=3, seed=9, max_iter=2)
     solver = Discover.from_settings(toy.model, schema=toy.schema, settings=s)
     assert solver.settings == s
-    res = solver.explain(toy.factuals, TARGET)  # a plain predict_proba model works too
+    res = solver.solve(toy.factuals, TARGET)  # a plain predict_proba model works too
     # factual scores + at most M * k rows per iteration (unedited and repeated rows are not asked again)
     assert 40 < res.queries <= 40 + 2 * 3 * 3
 
@@ -348,7 +348,7 @@ class _Recording:
 def test_the_model_never_scores_a_known_or_repeated_row_twice_in_a_call(toy, strategy):
     model = _Recording(toy.model)
     res = Discover(model, schema=toy.schema, strategy=strategy, h=1, trials=30, max_iter=6,
-                   metric_projections=200).explain(toy.factuals, TARGET)
+                   metric_projections=200).solve(toy.factuals, TARGET)
     first, *later = model.calls
     assert np.array_equal(first, res.factuals) and len(later) >= 6
     for batch in later:  # one call per iteration (genetic: per generation)
@@ -364,7 +364,7 @@ def test_a_model_edits_cannot_move_accepts_no_edit_at_any_batch_size(toy):
     # candidates scored in a batch of M can land a rounding error below the no-op's Q: no edit
     with pytest.warns(NotCertifiedWarning):
         res = Discover(_BadModel(0.3), schema=toy.schema, max_iter=10, trials=20,
-                       metric_projections=200).explain(toy.factuals, TARGET)
+                       metric_projections=200).solve(toy.factuals, TARGET)
     assert not res.log["accepted"].any() and res.metrics["edited_rows"] == 0
 
 
@@ -377,7 +377,7 @@ def test_a_sample_with_no_editable_feature_is_refused_before_the_model_is_querie
                         integer=["age", "debts"], immutable=features)
     bb = BlackBox({"lr": toy.model}, schema=schema)
     with pytest.raises(DataError, match="no feature can be edited"):
-        Discover(bb, schema=schema, max_iter=2).explain(schema.transform(frame)[:20], TARGET)
+        Discover(bb, schema=schema, max_iter=2).solve(schema.transform(frame)[:20], TARGET)
     assert bb.queries == {}
 
 
@@ -433,7 +433,7 @@ def test_row_scores_decompose_q_and_drive_the_editable_set(toy, eta_rule_on):
 
 def test_eta_rule_and_confidence_limits_are_wired_through_the_iterations(toy):
     solver = Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"max_iter": 30}))
-    res = solver.explain(toy.factuals, TARGET)
+    res = solver.solve(toy.factuals, TARGET)
     log, s, m = res.log, solver.settings, res.metrics
     assert {"y_violated", "both_violated"} <= set(log["branch"])  # more than one branch replayed
     left, right = s.eta_l, s.eta_r
@@ -522,14 +522,14 @@ def test_holdout_certificate_rechecks_the_input_side_on_fresh_directions(toy):
 def test_thresholds_that_can_never_certify_are_rejected_up_front(toy):
     same = np.repeat(toy.factuals[:1], 10, axis=0)  # identical rows: a band of no width
     with pytest.raises(DataError, match="U_x is 0: the 10 factual rows are identical"):
-        Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(same, TARGET)
-    res = Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_x": 1.0})).explain(same, TARGET)
+        Discover(toy.blackbox(), schema=toy.schema, **FAST).solve(same, TARGET)
+    res = Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_x": 1.0})).solve(same, TARGET)
     assert res.metrics["U_x"] == 1.0  # an explicit threshold runs
     with pytest.raises(DataError, match="U_y is 0"):
-        Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_y_margin": 0.0})).explain(
+        Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"U_y_margin": 0.0})).solve(
             toy.factuals, make_target("constant"))
     with pytest.raises(DataError, match="every factual score already equals the constant target"):
-        Discover(_ConstantModel(), schema=toy.schema, **FAST).explain(toy.factuals, make_target("constant", value=0.7))
+        Discover(_ConstantModel(), schema=toy.schema, **FAST).solve(toy.factuals, make_target("constant", value=0.7))
 
 
 def test_the_output_threshold_never_lets_the_unedited_factuals_pass(toy, caplog):
@@ -538,7 +538,7 @@ def test_the_output_threshold_never_lets_the_unedited_factuals_pass(toy, caplog)
     def run(**kw):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", NotCertifiedWarning)
-            return Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"max_iter": 3} | kw)).explain(
+            return Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"max_iter": 3} | kw)).solve(
                 toy.factuals, near)
 
     with caplog.at_level("INFO", logger="recourselab.discover.solver"):
@@ -577,14 +577,14 @@ def test_a_bad_target_or_rule_is_refused_before_the_model_is_queried(toy, solver
     else:
         run = Discover(bb, schema=toy.schema, max_iter=2, **settings)
     with pytest.raises(RecourselabError, match=pattern):
-        run.explain(toy.factuals, target)
+        run.solve(toy.factuals, target)
     assert (bb.queries == {}) if solver == "discover" else (calls == [])
 
 
 def test_a_rule_on_an_immutable_feature_is_logged_once_and_changes_nothing(toy, caplog):
     with caplog.at_level("WARNING", logger="recourselab.discover.proposals"):
         res = Discover(toy.blackbox(), schema=toy.schema, max_iter=3,
-                       actionability={"sex": "increasing"}).explain(toy.factuals, TARGET)
+                       actionability={"sex": "increasing"}).solve(toy.factuals, TARGET)
     assert caplog.text.count("actionability rules on immutable features ['sex'] have no effect") == 1
     imm = toy.schema.immutable_mask()
     assert np.array_equal(res.counterfactuals[:, imm], toy.factuals[:, imm])
@@ -618,14 +618,14 @@ def test_each_row_is_checked_against_the_target_value_it_is_matched_to(toy):
 
 def test_rows_short_of_their_matched_target_are_logged_with_counts(toy, caplog):
     with caplog.at_level("WARNING", logger="recourselab.discover.solver"), pytest.warns(NotCertifiedWarning):
-        res = Discover(_Fixed(0.3), schema=toy.schema, **(FAST | {"max_iter": 2})).explain(toy.factuals, TARGET)
+        res = Discover(_Fixed(0.3), schema=toy.schema, **(FAST | {"max_iter": 2})).solve(toy.factuals, TARGET)
     wanted = int((res.target_values > 0.5).sum())
     assert 0 < wanted < 40 and not res.favourable.any() and int((~res.valid).sum()) == wanted
     assert (f"DISCOVER: {wanted} of 40 counterfactual rows are not favourable (b(x) <= 0.5) although their matched "
             f"target value is; 0 of 40 rows are favourable, the target asks for {wanted}") in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="recourselab.discover.solver"), pytest.warns(NotCertifiedWarning):
-        res = Discover(_Fixed(0.7), schema=toy.schema, **(FAST | {"max_iter": 2})).explain(toy.factuals, TARGET)
+        res = Discover(_Fixed(0.7), schema=toy.schema, **(FAST | {"max_iter": 2})).solve(toy.factuals, TARGET)
     assert res.valid.all() and "not favourable" not in caplog.text
 
 
@@ -641,7 +641,7 @@ def test_the_progress_bar_changes_no_result_and_no_log_line(toy, monkeypatch, ca
     def run(progress):
         caplog.clear()
         with caplog.at_level("DEBUG", logger="recourselab.discover"):
-            res = Discover(toy.blackbox(), schema=toy.schema, **FAST).explain(toy.factuals, TARGET, progress=progress)
+            res = Discover(toy.blackbox(), schema=toy.schema, **FAST).solve(toy.factuals, TARGET, progress=progress)
         return res, [re.sub(r"\d+\.\d+s", "", r.getMessage()) for r in caplog.records]  # the wall time differs
 
     stream = Terminal()

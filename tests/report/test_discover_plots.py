@@ -46,7 +46,7 @@ def run():
     solver = Discover(BlackBox({"lr": model}, schema=schema), schema=schema, max_iter=8, metric_projections=100)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = solver.explain(factuals, make_target("beta", seed=0))
+        result = solver.solve(factuals, make_target("beta", seed=0))
     return schema, result
 
 

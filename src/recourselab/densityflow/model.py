@@ -43,6 +43,7 @@ from recourselab.errors import (
     RecourselabError,
 )
 from recourselab.io import RESTORE_HINT, error_reason, json_bytes, read_json, restore_hint, write_bytes
+from recourselab.methods.base import Counterfactuals
 from recourselab.models.verdict import VERIFY_BUDGET, Verdict, as_oracle, require_budget, verify
 from recourselab.progress import bar
 from recourselab.provenance import code_fingerprint
@@ -734,6 +735,27 @@ class DensityFlow:
         if self.schema is None:
             raise DataError("target=None needs a schema (its favourable class); pass target explicitly")
         return np.full(n, self.schema.favourable_index, dtype=np.int64)
+
+    name = "densityflow"
+
+    def explain(self, factuals: np.ndarray | pd.DataFrame, target: np.ndarray | int | None = None, *,
+                budget: int | None = None, oracle: Any = None,
+                budget_name: str = VERIFY_BUDGET) -> Counterfactuals:
+        """:meth:`generate` behind the common method interface.
+
+        The search queries no model (``queries`` 0, so any ``budget`` holds); with ``oracle`` the n
+        rows are verified (one query under ``budget_name``) and ``valid`` is unanimous validity.
+        The :class:`CounterfactualResult` is the result's ``result``.
+        """
+        t0 = time.perf_counter()
+        res = self.generate(factuals, target, oracle=oracle, budget_name=budget_name)
+        counts = res.verdict.counts() if res.verdict is not None else {}
+        return Counterfactuals(
+            method=self.name, factuals=res.factuals, counterfactuals=res.counterfactuals,
+            counterfactuals_original=res.counterfactuals_original, target=res.target, queries=0,
+            wall_time=time.perf_counter() - t0, valid=None if res.verdict is None else res.verdict.unanimous,
+            verdict=res.verdict, log={"surrogate_valid": float(res.surrogate_valid.mean()),
+                                      "mean_density": float(res.density.mean())} | counts, result=res)
 
     @torch.no_grad()
     def generate(self, factuals: np.ndarray | pd.DataFrame, target: np.ndarray | int | None = None, *,

@@ -6,7 +6,7 @@ Public API::
 
     solver = Discover(blackbox, schema=schema, n_projections=10, top_k=3, h=3, trials=10,
                       max_iter=20, strategy="monte_carlo", seed=0)
-    result = solver.explain(X_factual, make_target("beta", a=0.1, b=0.9, seed=0))
+    result = solver.solve(X_factual, make_target("beta", a=0.1, b=0.9, seed=0))
     result.counterfactuals, result.counterfactuals_frame, result.log, result.metrics, result.feasible
 
 All distances, objective values, UCLs and thresholds are squared Wasserstein-2 quantities

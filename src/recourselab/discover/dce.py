@@ -35,7 +35,9 @@ from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.solver import (
     DiscoverResult,
     NotCertifiedWarning,
+    charge,
     checked_scores,
+    default_target,
     directions_at,
     favourable_scores,
     input_threshold,
@@ -46,6 +48,7 @@ from recourselab.discover.solver import (
 )
 from recourselab.discover.targets import Target
 from recourselab.errors import DataError
+from recourselab.methods.base import Counterfactuals
 
 logger = logging.getLogger(__name__)
 
@@ -137,14 +140,26 @@ class DCE:
         self.schema = schema
         self.lr = float(lr)
         self.queries = 0
+        self._limit: int | None = None
+
+    name = "dce"
 
     def _scores(self, X: np.ndarray) -> np.ndarray:
-        self.queries += len(X)
+        self.queries = charge(self.queries, len(X), self._limit, "DCE")
         return favourable_scores(self.model, X, self.schema, self.settings.budget)  # shape and range checked
 
-    def explain(self, factuals: np.ndarray | pd.DataFrame,
+    def explain(self, factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[str, Any] | str | None = None, *,
+                budget: int | None = None) -> Counterfactuals:
+        """:meth:`solve` behind the common method interface (see :meth:`Discover.explain`)."""
+        self._limit = budget
+        try:
+            return self.solve(factuals, default_target(target, self.settings.seed)).to_counterfactuals()
+        finally:
+            self._limit = None
+
+    def solve(self, factuals: np.ndarray | pd.DataFrame,
                 target: Target | Mapping[str, Any] | str) -> DiscoverResult:
-        """Run gradient DCE from the factuals; same inputs and result type as :meth:`Discover.explain`."""
+        """Run gradient DCE from the factuals; same inputs and result type as :meth:`Discover.solve`."""
         import torch
 
         t0 = time.perf_counter()
@@ -174,8 +189,8 @@ class DCE:
             # one model pass per iterate gives its scores and, below, their gradient; every pass
             # counts, the one at t = 0 too, although prepare_run scored the factuals already
             Xt = torch.tensor(X, dtype=torch.float64, requires_grad=True)
+            self.queries = charge(self.queries, n, self._limit, "DCE")
             proba = self.model.proba_tensor(Xt)
-            self.queries += n
             y = yf if t == 0 else checked_scores(proba.detach().numpy(), n, self.schema)
             m = match(X @ theta.T, ref_x, y, ref_y, w)
             _, qx, qy = m.objective(0.0)

@@ -51,6 +51,8 @@ from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.strategies import Evaluation, SearchContext, make_strategy
 from recourselab.discover.targets import Target, make_target
 from recourselab.errors import DataError
+from recourselab.methods.base import Counterfactuals
+from recourselab.models.oracle import QueryBudgetExceeded
 from recourselab.progress import bar
 
 logger = logging.getLogger(__name__)
@@ -130,6 +132,16 @@ class DiscoverResult:
         are valid. Shape (n,), bool."""
         return self.favourable | (self.matched_target <= 0.5)
 
+    def to_counterfactuals(self) -> Counterfactuals:
+        """This run as the common :class:`~recourselab.methods.base.Counterfactuals` (target: each row's
+        matched target value; valid: :attr:`valid`; the run itself in ``result``)."""
+        return Counterfactuals(
+            method=self.method, factuals=self.factuals, counterfactuals=self.counterfactuals,
+            counterfactuals_original=self.counterfactuals_frame, target=self.matched_target, queries=self.queries,
+            wall_time=self.wall_time, valid=self.valid,
+            log={"feasible": self.feasible, "iteration": self.iteration, "target": self.target} | self.metrics,
+            result=self)
+
     def metadata(self) -> dict[str, Any]:
         """JSON-safe summary (metrics, feasibility, target, queries, time, settings)."""
         return {"method": self.method, "feasible": self.feasible, "metrics": self.metrics,
@@ -139,6 +151,26 @@ class DiscoverResult:
 
 #: A step is accepted only if it lowers Q by more than this share of Q (rounding of batched scoring).
 ACCEPT_RTOL = 1e-12
+
+
+#: The target of ``explain(factuals, None)``: the pipeline's default, 1 - Beta(0.1, 0.9) scores.
+DEFAULT_TARGET = {"kind": "beta", "a": 0.1, "b": 0.9}
+
+
+def charge(used: int, n: int, limit: int | None, method: str) -> int:
+    """``used + n`` model rows, or :class:`QueryBudgetExceeded` (before the call) when that passes ``limit``."""
+    if limit is not None and used + n > limit:
+        raise QueryBudgetExceeded(f"{method}: scoring {n} more rows would use {used + n} model rows, over the "
+                                  f"search budget of {limit}; raise budget= or explain fewer rows")
+    return used + n
+
+
+def default_target(target: Target | Mapping[str, Any] | str | None, seed: int) -> Target | Mapping[str, Any] | str:
+    """``target``, or :data:`DEFAULT_TARGET` drawn with ``seed`` when it is None."""
+    if target is None:
+        spec = dict(DEFAULT_TARGET)
+        return make_target(spec.pop("kind"), seed=seed, **spec)
+    return target
 
 
 def favourable_scores(model: Any, X: np.ndarray, schema: Schema, budget: str) -> np.ndarray:
@@ -429,7 +461,7 @@ class Discover:
     Examples
     --------
     >>> solver = Discover(BlackBox({"lgbm": fitted}, schema=schema), schema=schema)  # doctest: +SKIP
-    >>> result = solver.explain(X_factual, make_target("beta", a=0.1, b=0.9, seed=0))  # doctest: +SKIP
+    >>> result = solver.solve(X_factual, make_target("beta", a=0.1, b=0.9, seed=0))  # doctest: +SKIP
     >>> result.feasible, result.metrics["OT_y"]  # doctest: +SKIP
     """
 
@@ -447,6 +479,9 @@ class Discover:
         self.model = model
         self.schema = schema
         self._queries = 0
+        self._limit: int | None = None
+
+    name = "discover"
 
     @classmethod
     def from_settings(cls, model: Any, *, schema: Schema, settings: DiscoverSettings) -> Discover:
@@ -455,7 +490,7 @@ class Discover:
 
     # ------------------------------------------------------------------ helpers
     def _scores(self, X: np.ndarray) -> np.ndarray:
-        self._queries += len(X)
+        self._queries = charge(self._queries, len(X), self._limit, "DISCOVER")
         return favourable_scores(self.model, X, self.schema, self.settings.budget)
 
     def _evaluate(self, obj: _Objective, m: Matching, rows: np.ndarray, eta: float, qx0: float,
@@ -479,7 +514,22 @@ class Discover:
         return yc
 
     # ------------------------------------------------------------------ main entry
-    def explain(self, factuals: np.ndarray | pd.DataFrame,
+    def explain(self, factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[str, Any] | str | None = None, *,
+                budget: int | None = None, progress: bool | None = None) -> Counterfactuals:
+        """:meth:`solve` behind the common method interface.
+
+        ``target`` None draws the default 1 - Beta(0.1, 0.9) target with the solver's seed;
+        ``budget`` caps the model rows of the run (:class:`QueryBudgetExceeded` before the call
+        that would pass it). The full :class:`DiscoverResult` is the result's ``result``.
+        """
+        self._limit = budget
+        try:
+            result = self.solve(factuals, default_target(target, self.settings.seed), progress=progress)
+            return result.to_counterfactuals()
+        finally:
+            self._limit = None
+
+    def solve(self, factuals: np.ndarray | pd.DataFrame,
                 target: Target | Mapping[str, Any] | str, *, progress: bool | None = None) -> DiscoverResult:
         """Find a certified counterfactual distribution for ``factuals``.
 

@@ -230,7 +230,7 @@ def run_discover(schema: Schema, box: BlackBox, model: str, valid: pd.DataFrame,
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", NotCertifiedWarning)
-            result = Discover.from_settings(box.member(model), schema=schema, settings=settings).explain(X, target)
+            result = Discover.from_settings(box.member(model), schema=schema, settings=settings).solve(X, target)
     except QueryBudgetExceeded as err:
         for r in rows:
             r.error = f"not explained: DISCOVER needs more queries than --budget {budget} allows ({err})"
