@@ -38,8 +38,8 @@ def test_discover_flow_writes_outputs_and_is_cached(tmp_path, tiny, monkeypatch)
     assert list(manifest["members"]) == ["knn", "lightgbm"] and manifest["ensemble"] == ["knn"]
 
     calls = []
-    original = discover_module.Discover.explain
-    monkeypatch.setattr(discover_module.Discover, "explain", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = discover_module.Discover.solve
+    monkeypatch.setattr(discover_module.Discover, "solve", lambda *a, **k: calls.append(1) or original(*a, **k))
     args = ("moons", tiny, root["prepared"], root["ensemble"], root["discover"], root["metrics"], cache)
     first = discover_module.run_discover(*args)
     assert len(calls) == 2 and not any(r.cached for r in first)
