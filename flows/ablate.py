@@ -25,7 +25,7 @@ from recourselab.config import ABLATION_VARIANTS, Params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
 from recourselab.errors import DataError
-from recourselab.io import read_json, read_parquet, write_json
+from recourselab.io import read_json, read_recourse, write_json
 from recourselab.metrics import summarize_seeds
 from recourselab.orchestration import SeedResult, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
@@ -58,7 +58,7 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     with limit_threads(n_threads):
         box = _ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]}, seed=seed)
         # generate's query rows and targets, read back instead of re-querying the whole test split
-        full = read_parquet(Path(recourse_dir) / "counterfactuals.parquet", columns=["row_id", "target"])
+        full = read_recourse(Path(recourse_dir) / "counterfactuals.parquet", columns=["row_id", "target"])
         position = pd.Series(np.arange(len(yte)), index=prepared.tables["test"]["row_id"].to_numpy())
         stale = ~full["row_id"].isin(position.index)
         if stale.any():

@@ -25,7 +25,7 @@ from recourselab.config import Params, section_hash
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
 from recourselab.errors import DataError, MissingArtifactError
-from recourselab.io import read_json, write_json, write_parquet
+from recourselab.io import RECOURSE_SCHEMA, read_json, write_json, write_parquet
 from recourselab.metrics import query_set, summarize_seeds, validity_by_direction, validity_metrics
 from recourselab.metrics.plausibility import density_variance_spearman, ensemble_uncertainty, inlier_rates
 from recourselab.models import load_ensemble
@@ -112,7 +112,7 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     timing = {"fit_time_s": fit_time, "train_flow_time_s": time.perf_counter() - start, "combinations": len(combos),
               "selection_queries": box.used("selection") if box is not None else 0}
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "step": "train_flow",
-                  "params_hash": section_hash(section), **code_provenance(code)}
+                  "params_hash": section_hash(section), **code_provenance(code), "upstream": upstream}
     writers = {"train_log.parquet": lambda p: write_parquet(p, best.log_.frame(), provenance)}
     return stage_artifacts(Path(staging_root) / "train_flow" / dataset / f"seed={seed}",
                            {**writers, **_model_writers(best), "selection.json": lambda p: write_json(p, selection),
@@ -190,7 +190,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     for name, labels in zip(out.member_names, out.member_labels, strict=True):
         table[f"label__{name}"] = labels
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "params_hash": section_hash(section),
-                  **code_provenance(code)}
+                  **code_provenance(code), "upstream": upstream}
     shown_rows = q[:TRAJECTORY_ROWS]
     figures = densityflow_figures(metrics, X=X, y=y, trajectories=paths,
                                   factuals=None if paths is None else Xte[shown_rows], counterfactuals=path_ends,
@@ -198,7 +198,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
                                   feature_names=plane or ("x0", "x1"), class_names=list(schema.classes),
                                   title=f"{dataset} seed={seed}")
     return stage_artifacts(Path(staging_root) / "generate" / dataset / f"seed={seed}", {
-        "counterfactuals.parquet": lambda p: write_parquet(p, table, provenance),
+        "counterfactuals.parquet": lambda p: write_parquet(p, table, provenance, schema=RECOURSE_SCHEMA),
         "metrics.json": lambda p: write_json(p, metrics), **figures})
 
 

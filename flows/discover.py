@@ -25,7 +25,7 @@ from recourselab.config import DiscoverTargetParams, Params, section_hash
 from recourselab.data import ROW_ID, load_prepared
 from recourselab.discover import Discover, DiscoverSettings, make_target, sample_factuals
 from recourselab.errors import ArtifactError, ConfigError
-from recourselab.io import read_json, read_provenance, write_json, write_parquet
+from recourselab.io import RECOURSE_SCHEMA, read_json, read_provenance, write_json, write_parquet
 from recourselab.metrics import summarize_seeds
 from recourselab.models import load_ensemble
 from recourselab.models.ensemble import MANIFEST, checked_members, read_manifest
@@ -93,7 +93,7 @@ def discover(*, dataset: str, model: str, seed: int, section: dict[str, Any], up
     frame = result.log.copy()
     frame["row_scores"] = list(result.row_scores)
     title = f"{dataset} / {model} / seed={seed}"
-    writers = {"counterfactuals.parquet": lambda p: write_parquet(p, table, provenance),
+    writers = {"counterfactuals.parquet": lambda p: write_parquet(p, table, provenance, schema=RECOURSE_SCHEMA),
                "log.parquet": lambda p: write_parquet(p, frame, provenance),
                "metrics.json": lambda p: write_json(p, metrics),
                **discover_figures(result, schema, title=title)}

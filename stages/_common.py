@@ -43,7 +43,7 @@ def parser(step: str, doc: str) -> argparse.ArgumentParser:
     return ap
 
 
-def setup(args: argparse.Namespace) -> Params:
+def setup(args: argparse.Namespace, *, prefect: bool = True) -> Params:
     _run["dataset"] = args.dataset
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format=LOG_FORMAT)
@@ -58,7 +58,8 @@ def setup(args: argparse.Namespace) -> Params:
         raise ConfigError(f"unknown dataset {args.dataset!r}{did_you_mean(args.dataset, known)}; "
                           f"params.yaml `datasets`: {', '.join(params.datasets)}; "
                           f"other built-in and custom datasets: {', '.join(others)}")
-    _shared_server(params)
+    if prefect:  # a stage that runs no Prefect task starts no server
+        _shared_server(params)
     return params
 
 

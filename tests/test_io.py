@@ -12,12 +12,17 @@ import pytest
 
 from recourselab.errors import ArtifactError, ChecksumError, MissingArtifactError
 from recourselab.io import (
+    RECOURSE_SCHEMA,
+    SchemaVersionError,
     atomic_path,
+    check_schema,
     copy_atomic,
     read_json,
     read_parquet,
     read_provenance,
+    read_recourse,
     restore_hint,
+    schema_version,
     sha256_bytes,
     sha256_file,
     shown_path,
@@ -239,3 +244,40 @@ def test_restore_hint_without_a_stage_and_outside_the_working_directory(tmp_path
     assert restore_hint(outside) == (f"restore it with `dvc checkout --force '{outside}'` or re-run the stage that "
                                      "wrote it")
     assert restore_hint("x.parquet", stage="prepare") == restore_hint("x.parquet")  # no dataset: no repro target
+
+
+def test_a_recourse_table_records_its_schema_version_beside_its_provenance(tmp_path):
+    path = tmp_path / "counterfactuals.parquet"
+    frame = pd.DataFrame({"row_id": [3, 1], "cf__x": [0.5, -1.0]})
+    write_parquet(path, frame, {"seed": 0}, schema=RECOURSE_SCHEMA)
+    assert schema_version(path) == RECOURSE_SCHEMA
+    assert read_provenance(path) == {"seed": 0}
+    pd.testing.assert_frame_equal(read_recourse(path), frame)
+    pd.testing.assert_frame_equal(read_recourse(path, columns=["cf__x"]), frame[["cf__x"]])
+
+
+def test_reading_a_recourse_table_without_a_schema_version_names_both_versions(tmp_path):
+    path = tmp_path / "old.parquet"
+    write_parquet(path, pd.DataFrame({"a": [1]}), {"seed": 0})  # written before versions were recorded
+    assert schema_version(path) is None
+    with pytest.raises(SchemaVersionError) as err:
+        read_recourse(path)
+    assert str(path) in str(err.value) and "records no schema version" in str(err.value)
+    assert repr(RECOURSE_SCHEMA) in str(err.value) and "recourselab repro" in str(err.value)
+    assert isinstance(err.value, ArtifactError)
+    assert read_parquet(path)["a"].tolist() == [1]  # a plain read does not ask for a version
+
+
+def test_reading_a_recourse_table_of_a_foreign_version_names_both_versions(tmp_path):
+    path = tmp_path / "new.parquet"
+    write_parquet(path, pd.DataFrame({"a": [1]}), schema="recourse/99")
+    with pytest.raises(SchemaVersionError) as err:
+        read_recourse(path)
+    message = str(err.value)
+    assert "'recourse/99'" in message and repr(RECOURSE_SCHEMA) in message and str(path) in message
+    check_schema(path, "recourse/99")  # the version it records passes
+    with pytest.raises(MissingArtifactError):
+        check_schema(tmp_path / "absent.parquet", RECOURSE_SCHEMA)
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not parquet")
+    with pytest.raises(ArtifactError, match="cannot read"):
+        check_schema(tmp_path / "bad.parquet", RECOURSE_SCHEMA)

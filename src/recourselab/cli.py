@@ -25,6 +25,7 @@ from recourselab.pipeline.project import project_root
 log = logging.getLogger(__name__)
 
 STAGES: dict[str, str] = {
+    "inputs": "copy and verify the raw files a dataset reads into data/inputs/<dataset>/ (DVC-tracked)",
     "prepare": "split, encode and write data/prepared/<dataset>/seed=<s>/",
     "tune_ensemble": "tune the model zoo per seed, write data/ensemble/<dataset>/seed=<s>/",
     "train_flow": "train DensityFlow per seed, write data/densityflow/<dataset>/seed=<s>/",
@@ -32,11 +33,15 @@ STAGES: dict[str, str] = {
     "generate": "DensityFlow counterfactuals + robustness metrics, write data/recourse/... and data/metrics/...",
     "ablate": "DensityFlow without its density term / distillation, write data/ablate/<dataset>/...",
     "discover": "DISCOVER distributional counterfactuals per model and seed, write data/discover/<dataset>/<model>/...",
+    "summary": "headline numbers (data/metrics/<dataset>/summary.json) and DVC plot tables (data/plots/<dataset>/)",
+    "audit": "audit report (validity, cost, subgroups, certification, provenance), write data/reports/<dataset>/; "
+             "`audit diff REV_A REV_B` compares two revisions",
 }
 
 
 #: Stage options that take a path: given relative, they are read from the caller's folder.
-PATH_OPTIONS = ("--params", "--out", "--prepared", "--ensemble", "--flow", "--recourse", "--metrics")
+PATH_OPTIONS = ("--params", "--out", "--prepared", "--ensemble", "--flow", "--recourse", "--metrics", "--root",
+                "--inputs", "--discover", "--evaluate")
 
 
 def absolute_path_args(argv: list[str], cwd: Path) -> list[str]:
@@ -284,6 +289,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         # Stage and repro arguments belong to the stage script / dvc: pass them through untouched.
+        if argv[:2] == ["audit", "diff"]:  # not the stage: compares two git revisions' outputs
+            from recourselab.pipeline.audit_diff import run_command as audit_diff
+
+            logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+            return audit_diff(argv[2:])
         if argv and argv[0] in STAGES:  # the stage sets up logging itself (-v: debug)
             return run_stage(argv[0], argv[1:])
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

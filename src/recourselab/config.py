@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from recourselab.config_audit import AuditParams
 from recourselab.errors import ConfigError, did_you_mean
 
 DEFAULT_DATASETS = ["moons", "circles", "spirals", "chessboard", "adult", "compas", "german"]
@@ -566,6 +567,7 @@ class Params(StrictModel):
     discover: DiscoverParams = Field(default_factory=DiscoverParams)
     ablate: AblateParams = Field(default_factory=AblateParams)
     orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
+    audit: AuditParams = Field(default_factory=AuditParams)
 
     @field_validator("datasets")
     @classmethod

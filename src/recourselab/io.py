@@ -25,7 +25,16 @@ import pyarrow.parquet as pq
 
 from recourselab.errors import ArtifactError, ChecksumError, MissingArtifactError
 
+
+class SchemaVersionError(ArtifactError):
+    """A table's recorded schema version is missing or differs from the one this code reads."""
+
 PROVENANCE_KEY = b"recourselab"
+#: Parquet metadata key of a table's schema version (``"<kind>/<version>"``, e.g. ``"recourse/1"``).
+SCHEMA_VERSION_KEY = b"recourselab.schema_version"
+#: The layout of recourse tables (``counterfactuals.parquet``) that this code writes and reads; bump it
+#: when a column is renamed, dropped or changes meaning, so old files fail loudly instead of misreading.
+RECOURSE_SCHEMA = "recourse/1"
 
 #: How to get a good copy of a damaged DVC output back (:func:`restore_hint` names the file and stage).
 RESTORE_HINT = "restore it with `dvc checkout` or re-run the stage that wrote it"
@@ -180,20 +189,66 @@ def read_json(path: str | Path, keys: Sequence[str] = ()) -> Any:
     return obj
 
 
-def write_parquet(path: str | Path, frame: pd.DataFrame, provenance: dict[str, Any] | None = None) -> Path:
-    """Atomically write ``frame`` (without its index) with ``provenance`` in the file metadata."""
+def write_parquet(path: str | Path, frame: pd.DataFrame, provenance: dict[str, Any] | None = None, *,
+                  schema: str | None = None) -> Path:
+    """Atomically write ``frame`` (without its index) with ``provenance`` in the file metadata.
+
+    ``schema`` (e.g. :data:`RECOURSE_SCHEMA`) is stored under :data:`SCHEMA_VERSION_KEY`, for
+    :func:`check_schema` to compare on reading.
+    """
     table = pa.Table.from_pandas(frame, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
     if provenance:
-        meta = dict(table.schema.metadata or {})
         meta[PROVENANCE_KEY] = json.dumps(provenance, sort_keys=True).encode()
-        table = table.replace_schema_metadata(meta)
+    if schema:
+        meta[SCHEMA_VERSION_KEY] = schema.encode()
+    table = table.replace_schema_metadata(meta)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
     return Path(path)
 
 
-def read_parquet(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def schema_version(path: str | Path) -> str | None:
+    """The schema version recorded in the Parquet file ``path`` (None when it records none)."""
+    raw = (pq.read_schema(path).metadata or {}).get(SCHEMA_VERSION_KEY)
+    return raw.decode(errors="replace") if raw else None
+
+
+def check_schema(path: str | Path, expected: str) -> None:
+    """Check that the Parquet file ``path`` records the schema version ``expected``.
+
+    Raises
+    ------
+    MissingArtifactError
+        ``path`` does not exist.
+    ArtifactError
+        ``path`` is not a readable Parquet file.
+    SchemaVersionError
+        It records no version (written before versions were recorded, or by other code) or another
+        one; the message names both versions and how to get a file of the expected one.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingArtifactError(f"missing file {path}")
+    try:
+        found = schema_version(path)
+    except (OSError, ValueError, pa.ArrowException) as err:
+        raise ArtifactError(f"cannot read {path} as Parquet ({error_reason(err)}); {restore_hint(path)}") from err
+    if found == expected:
+        return
+    fix = ("rebuild it with this version of recourselab (`recourselab repro`), or read it with the recourselab "
+           "version that wrote it")
+    if found is None:
+        raise SchemaVersionError(f"{path} records no schema version (written before versions were recorded, or by "
+                                 f"other code); this recourselab reads {expected!r}: {fix}")
+    raise SchemaVersionError(f"{path} has schema version {found!r}, but this recourselab reads {expected!r}: {fix}")
+
+
+def read_parquet(path: str | Path, columns: Sequence[str] | None = None, *,
+                 schema: str | None = None) -> pd.DataFrame:
     """The table in the Parquet file ``path`` (only ``columns`` when given).
+
+    With ``schema``, the file must record that schema version first (:func:`check_schema`).
 
     Raises
     ------
@@ -201,10 +256,14 @@ def read_parquet(path: str | Path, columns: Sequence[str] | None = None) -> pd.D
         ``path`` does not exist.
     ArtifactError
         ``path`` is not a readable Parquet file (e.g. truncated), or lacks one of ``columns``.
+    SchemaVersionError
+        With ``schema``: the file records no version or another one.
     """
     path = Path(path)
     if not path.is_file():
         raise MissingArtifactError(f"missing file {path}")
+    if schema is not None:
+        check_schema(path, schema)
     try:
         names = pq.read_schema(path).names
         missing = [c for c in columns or () if c not in names]
@@ -214,6 +273,17 @@ def read_parquet(path: str | Path, columns: Sequence[str] | None = None) -> pd.D
     if missing:
         raise ArtifactError(f"{path} lacks the columns {missing} (it holds {names}); {restore_hint(path)}")
     return frame
+
+
+def read_recourse(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """A recourse table (``counterfactuals.parquet``) of the :data:`RECOURSE_SCHEMA` layout.
+
+    Raises
+    ------
+    SchemaVersionError
+        The file records no schema version or another one (naming both).
+    """
+    return read_parquet(path, columns, schema=RECOURSE_SCHEMA)
 
 
 def read_provenance(path: str | Path) -> dict[str, Any]:

