@@ -9,7 +9,7 @@ from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from recourselab.config import Params, section_hash
-from recourselab.data import SPLITS, RawDataset, load_dataset, prepare_splits
+from recourselab.data import SPLITS, RawDataset, dataset_from_params, prepare_splits
 from recourselab.data.datasets import SCHEMA_FILE
 from recourselab.io import write_parquet
 from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts, task_runner
@@ -38,7 +38,7 @@ def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path)
 
     The dataset is read and validated once, before any task runs or any file is written.
     """
-    raw = load_dataset(dataset, params)
+    raw = dataset_from_params(dataset, params)
     # Only the split reaches the task as a setting: the data settings (n_synthetic, data_seed,
     # chessboard_std, max_rows, each dataset's immutables) shape the frame and its spec, so they reach
     # it through raw.fingerprint, and a setting of another dataset changes neither key nor provenance.
