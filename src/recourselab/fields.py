@@ -109,9 +109,21 @@ def _holds(f: dataclasses.Field, value: Any) -> bool:
     return True
 
 
+def _problem(f: dataclasses.Field, value: Any) -> str:
+    base, optional = base_type(f)
+    if base in _TYPE_WORDS and value is not None and not _type_ok(value, base):  # the type first
+        return f"{f.name}={value!r} ({_TYPE_WORDS[base]}{' or None' if optional else ''})"
+    choices = f.metadata.get("choices")
+    if choices and base == "str" and "rule" not in f.metadata:
+        return f"unknown {f.name} {value!r}; valid: {', '.join(choices)}"
+    return f"{f.name}={value!r} ({rule_text(f)})"
+
+
 def problems(settings: Any) -> list[str]:
-    """``"name=value (rule)"`` for every field of the dataclass ``settings`` that breaks its declaration."""
-    return [f"{f.name}={getattr(settings, f.name)!r} ({rule_text(f)})" for f in dataclasses.fields(settings)
+    """One line for every field of the dataclass ``settings`` that breaks its declaration: ``"name=value
+    (type)"`` for a value of another type, ``"unknown name 'value'; valid: ..."`` for a string outside
+    its choices, else ``"name=value (rule)"``."""
+    return [_problem(f, getattr(settings, f.name)) for f in dataclasses.fields(settings)
             if not _holds(f, getattr(settings, f.name))]
 
 
