@@ -323,6 +323,18 @@ DEFAULT_FLOW_OVERRIDES: dict[str, dict[str, Any]] = {"spirals": {"min_steps": 20
                                                      "moons": {"lambda_cost": 0.4, "density_quantile": 0.5}}
 
 
+class _PerDatasetRules(StrictModel):
+    """Checks every ``per_dataset`` entry at load time by applying it (``_apply`` names the method)."""
+
+    _apply: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _overrides_valid(self) -> Any:
+        for name in self.per_dataset:
+            getattr(self, self._apply)(name)
+        return self
+
+
 class _DensityFlowRules(StrictModel):
     """Base of the sections derived from :class:`DensityFlowConfig` (``_section`` names the section)."""
 
@@ -337,10 +349,11 @@ class _DensityFlowRules(StrictModel):
         return settings_of(self._section, self.model_dump(mode="json"))
 
 
-class _TrainFlowRules(_DensityFlowRules):
+class _TrainFlowRules(_DensityFlowRules, _PerDatasetRules):
     """Validators and helpers of :class:`TrainFlowParams` (its fields are derived below)."""
 
     _section = "train_flow"
+    _apply = "for_dataset"
 
     @field_validator("lambda_grid", check_fields=False)
     @classmethod
@@ -349,12 +362,6 @@ class _TrainFlowRules(_DensityFlowRules):
             if not values or any(not (v >= 0) for v in values):
                 raise ValueError(f"train_flow.lambda_grid.{key}: needs at least one value, all >= 0 (got {values})")
         return grid
-
-    @model_validator(mode="after")
-    def _overrides_valid(self) -> Any:
-        for name in self.per_dataset:
-            self.for_dataset(name)
-        return self
 
     def for_dataset(self, name: str) -> Any:
         """The settings of dataset ``name``: the common ones with its ``per_dataset`` entry applied."""
@@ -472,13 +479,15 @@ class DiscoverTargetParams(StrictModel):
         return {k: getattr(self, k) for k in keys}
 
 
-class DiscoverParams(StrictModel):
+class DiscoverParams(_PerDatasetRules):
     """Settings of the ``discover`` stage (distributional counterfactuals, one run per model and seed).
 
     Protocol (the paper's, as in ``bench/discover.py``): ``n_factuals`` rows of ``split`` sampled
     with the run seed among those the model predicts unfavourable (``factuals: unfavourable``),
     target ``1 - Beta(0.1, 0.9)``.
     """
+
+    _apply = "solver_for"
 
     models: list[str] = Field(default_factory=lambda: list(DISCOVER_MODELS),
                               description="model kinds explained (each tuned by tune_ensemble)")
@@ -497,12 +506,6 @@ class DiscoverParams(StrictModel):
     @classmethod
     def _models_known(cls, v: list[str]) -> list[str]:
         return _known_models(v, "models")
-
-    @model_validator(mode="after")
-    def _overrides_valid(self) -> DiscoverParams:
-        for name in self.per_dataset:
-            self.solver_for(name)
-        return self
 
     def solver_for(self, name: str) -> DiscoverSolverParams:
         """The solver settings of dataset ``name``: ``solver`` with its ``per_dataset`` entry applied."""
