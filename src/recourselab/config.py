@@ -349,7 +349,7 @@ class _DensityFlowRules(StrictModel):
         return settings_of(self._section, self.model_dump(mode="json"))
 
 
-class _TrainFlowRules(_DensityFlowRules, _PerDatasetRules):
+class _TrainFlowRules(_PerDatasetRules, _DensityFlowRules):
     """Validators and helpers of :class:`TrainFlowParams` (its fields are derived below)."""
 
     _section = "train_flow"
