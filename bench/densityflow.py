@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from flows.densityflow import distill_settings, flow_settings
 from recourselab.config import load_params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
+from recourselab.densityflow.config import settings_of
 from recourselab.metrics import query_set, validity_metrics
 from recourselab.models import load_ensemble
 from recourselab.runtime import limit_threads
@@ -53,7 +53,7 @@ def bench_dataset(name: str, params, overrides: dict | None = None) -> dict:  # 
     box = load_ensemble(f"data/ensemble/{name}/seed=0", params.tune_ensemble.members, schema=prepared.schema,
                         budgets={"distill": params.distill.budget})
     section = params.train_flow.for_dataset(name).model_dump(mode="json") | (overrides or {})
-    flow = DensityFlow(schema=prepared.schema, **flow_settings(section, 0))
+    flow = DensityFlow(schema=prepared.schema, **settings_of("train_flow", section), seed=0)
     t0 = time.perf_counter()
     flow.fit(X, y)
     fit_s = time.perf_counter() - t0
@@ -61,7 +61,7 @@ def bench_dataset(name: str, params, overrides: dict | None = None) -> dict:  # 
     epochs = len(flow.log_.rows)  # min_steps can raise the epoch count above the section's epochs
     flow.with_settings(n_starts=params.generate.n_starts, jitter=params.generate.jitter)  # as the generate stage
     t0 = time.perf_counter()
-    flow.with_settings(**distill_settings(params.distill.model_dump(mode="json")))
+    flow.with_settings(**params.distill.densityflow_settings())
     used = flow.distill(box, X, y, budget=params.distill.budget)
     distill_s = time.perf_counter() - t0
     q = query_set(box.query(Xte, budget="evaluation"), yte, params.generate.max_queries)

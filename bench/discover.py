@@ -86,7 +86,7 @@ if (REPO.parent / "shared" / "data").is_dir():
     os.environ.setdefault("RECOURSELAB_DATA_DIR", str(REPO.parent / "shared" / "data"))
 
 from recourselab.config import Params  # noqa: E402
-from recourselab.data import load_dataset, prepare_splits  # noqa: E402
+from recourselab.data import dataset_from_params, prepare_splits  # noqa: E402
 from recourselab.discover import (  # noqa: E402
     DCE,
     Discover,
@@ -101,6 +101,7 @@ from recourselab.discover.solver import holdout_certified_x  # noqa: E402
 from recourselab.io import write_bytes  # noqa: E402
 from recourselab.models import BlackBox, FitContext, fit_model  # noqa: E402
 from recourselab.orchestration import limit_threads  # noqa: E402
+from recourselab.rng import numpy_rng  # noqa: E402
 
 log = logging.getLogger("bench.discover")
 OUT = Path(__file__).parent / "results" / "discover.json"
@@ -178,7 +179,7 @@ def factual_sample(X: np.ndarray, scores: np.ndarray, n: int, seed: int = 0) -> 
     with replacement from the same stream (speed benchmark only)."""
     if len(X) >= n:
         return X[sample_factuals(scores, n, seed=seed)]
-    rng = np.random.default_rng([seed, 6])  # sample_factuals' stream
+    rng = numpy_rng("discover.factuals", seed=seed)  # sample_factuals' stream
     return X[np.sort(rng.choice(np.flatnonzero(scores < 0.5), n, replace=True))]
 
 
@@ -237,7 +238,7 @@ def speed_row(res: Any, wall: float, walls: list[float], settings: dict[str, Any
 
 
 def bench_speed(params: Params) -> dict[str, Any]:
-    prepared = prepare_splits(load_dataset("compas", params), 0, params.prepare.split)
+    prepared = prepare_splits(dataset_from_params("compas", params), 0, params.prepare.split)
     model = fit("lightgbm", prepared, params)
     X = np.concatenate([prepared.arrays(s)[0] for s in ("train", "val", "test")])
     scores = model.predict_proba(X)[:, prepared.schema.favourable_index]
@@ -291,7 +292,7 @@ def provenance() -> dict[str, Any]:
 def bench_quality(params: Params, only: Sequence[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ds in DATASETS:
-        prepared = prepare_splits(load_dataset(ds, params), 0, params.prepare.split)
+        prepared = prepare_splits(dataset_from_params(ds, params), 0, params.prepare.split)
         X_test, _ = prepared.arrays("test")
         out[ds] = {"models": {}}
         for name in MODELS:
@@ -352,7 +353,7 @@ def grid_runs() -> list[tuple[str, int, dict[str, Any]]]:
 
 def bench_grid(params: Params, ds: str) -> list[dict[str, Any]]:
     """Every run of :func:`grid_runs` on every model of ``ds`` (the quality part's samples and target)."""
-    prepared = prepare_splits(load_dataset(ds, params), 0, params.prepare.split)
+    prepared = prepare_splits(dataset_from_params(ds, params), 0, params.prepare.split)
     X_test, _ = prepared.arrays("test")
     rows: list[dict[str, Any]] = []
     runs = grid_runs()
@@ -495,7 +496,7 @@ def bench_dce(params: Params) -> dict[str, Any]:
     out: dict[str, Any] = {}
     log.info("DCE vs DISCOVER on a torch MLP (64, 64), default settings, %d factual rows", N_FACTUALS)
     for ds in DATASETS:
-        prepared = prepare_splits(load_dataset(ds, params), 0, params.prepare.split)
+        prepared = prepare_splits(dataset_from_params(ds, params), 0, params.prepare.split)
         schema = prepared.schema
         X, y = prepared.arrays("train")
         X_test, y_test = prepared.arrays("test")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from recourselab.config import Params
-from recourselab.data import load_dataset, prepare_splits
+from recourselab.data import dataset_from_params, prepare_splits
 
 log = logging.getLogger("bench.prepare")
 OUT = Path(__file__).parent / "results" / "prepare.json"
@@ -19,7 +19,7 @@ OUT = Path(__file__).parent / "results" / "prepare.json"
 
 def bench_dataset(name: str, params: Params) -> dict:
     t0 = time.perf_counter()
-    raw = load_dataset(name, params)
+    raw = dataset_from_params(name, params)
     t_load = time.perf_counter() - t0
     t0 = time.perf_counter()
     splits = prepare_splits(raw, 0, params.prepare.split)

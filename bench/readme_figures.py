@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 
-from recourselab.config import parse_params
 from recourselab.data import Schema, load_dataset, prepare_splits
 from recourselab.densityflow import DensityFlow
 from recourselab.discover import Discover, make_target, sample_factuals
@@ -37,7 +36,7 @@ log = logging.getLogger("bench.readme_figures")
 OUT_DIR = Path(__file__).resolve().parents[1] / "docs" / "img"
 #: A short DensityFlow run on 600 moons training rows (the pipeline's default profile trains longer).
 FLOW_SETTINGS = dict(epochs=30, warmup_epochs=1, lr_phi=3e-3, lr_g=3e-3, hidden=64, n_starts=8, lambda_cost=0.2,
-                     lambda_den=0.3, ema_decay=0.9, rtol_train=1e-2, atol_train=1e-2, seed=0)
+                     lambda_den=0.3, ema_decay=0.9, rtol_train=1e-2, atol_train=1e-2, density_quantile=None, seed=0)
 #: Test rows of each class whose paths are drawn.
 PATHS_PER_CLASS = 6
 
@@ -55,7 +54,7 @@ def loans_table(n: int = 600, seed: int = 0) -> pd.DataFrame:
 
 def trajectories_figure(path: Path) -> Path:
     """DensityFlow on moons: training data by class and the paths of 2 x ``PATHS_PER_CLASS`` test rows."""
-    data = prepare_splits(load_dataset("moons", parse_params({"prepare": {"n_synthetic": 1000}})), 0, (0.6, 0.2, 0.2))
+    data = prepare_splits(load_dataset("moons", n_synthetic=1000), 0, (0.6, 0.2, 0.2))
     X, y = data.arrays("train")
     flow = DensityFlow(schema=data.schema, **FLOW_SETTINGS).fit(X, y)
     X_test, y_test = data.arrays("test")

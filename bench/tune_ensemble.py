@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from recourselab.config import Params
-from recourselab.data import SPLITS, load_dataset, prepare_splits
+from recourselab.data import SPLITS, dataset_from_params, prepare_splits
 from recourselab.models.tuning import Split, tune_model
 from recourselab.runtime import limit_threads
 
@@ -22,7 +22,7 @@ OUT = Path(__file__).parent / "results" / "tune_ensemble.json"
 
 
 def bench_dataset(name: str, params: Params) -> dict[str, dict[str, float]]:
-    prepared = prepare_splits(load_dataset(name, params), 0, params.prepare.split)
+    prepared = prepare_splits(dataset_from_params(name, params), 0, params.prepare.split)
     train, val, test = (Split(*prepared.arrays(s)) for s in SPLITS)
     out = {}
     for model in params.tune_ensemble.members:

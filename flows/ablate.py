@@ -20,10 +20,11 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.densityflow import GENERATE_CODE, _ensemble, _run, counterfactual_metrics, distill_settings, run
+from flows.densityflow import GENERATE_CODE, counterfactual_metrics, run, run_seeds, seed_ensemble
 from recourselab.config import ABLATION_VARIANTS, Params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
+from recourselab.densityflow.config import settings_of
 from recourselab.errors import DataError
 from recourselab.io import read_json, read_recourse, write_json
 from recourselab.metrics import summarize_seeds
@@ -56,7 +57,7 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     full_metrics = read_json(Path(recourse_dir) / "metrics.json", keys=HEADLINE)
     rows: dict[str, dict[str, Any]] = {"full": {k: full_metrics[k] for k in HEADLINE}}
     with limit_threads(n_threads):
-        box = _ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]}, seed=seed)
+        box = seed_ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]}, seed=seed)
         # generate's query rows and targets, read back instead of re-querying the whole test split
         full = read_recourse(Path(recourse_dir) / "counterfactuals.parquet", columns=["row_id", "target"])
         position = pd.Series(np.arange(len(yte)), index=prepared.tables["test"]["row_id"].to_numpy())
@@ -68,7 +69,7 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
         q, target = position.loc[full["row_id"]].to_numpy(), full["target"].to_numpy()
 
         def evaluate(model: DensityFlow, queries_used: int) -> dict[str, Any]:
-            model.with_settings(n_starts=gen["n_starts"], jitter=gen["jitter"])
+            model.with_settings(**settings_of("generate", gen))
             res = model.generate(Xte[q], target=target)
             return counterfactual_metrics(res, box.query(res.counterfactuals, budget="evaluation"), queries_used)
 
@@ -82,7 +83,7 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
             if "no_density_no_distill" in variants:
                 rows["no_density_no_distill"] = evaluate(plain, 0)
             if "no_density" in variants:
-                plain.with_settings(**distill_settings(dist))
+                plain.with_settings(**settings_of("distill", dist))
                 rows["no_density"] = evaluate(plain, plain.distill(box, X, y, budget=dist["budget"]))
     rows = {name: rows[name] for name in ("full", *ABLATION_VARIANTS) if name in rows}
     title = f"{dataset} seed={seed}: ablation"
@@ -100,7 +101,7 @@ def ablate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root
     # only what the task uses: which datasets and how many seeds are ablated do not change a seed's result
     section = {"ablate": {"variants": list(params.ablate.variants)}, "distill": params.distill.model_dump(mode="json"),
                "generate": params.generate.model_dump(mode="json")}
-    results = _run(ablate, sub, dataset, roots, section, out_root, cache_root,
+    results = run_seeds(ablate, sub, dataset, roots, section, out_root, cache_root,
                    ["prepared", "ensemble", "flow", "recourse"], ABLATE_CODE)
     per_seed = {s: read_json(Path(out_root) / dataset / f"seed={s}" / "ablate.json") for s in sub.seeds}
     write_json(Path(metrics_root) / dataset / "ablate.json", summarize_seeds(per_seed))

@@ -24,6 +24,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from recourselab.config import Params, section_hash
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
+from recourselab.densityflow.config import settings_of
 from recourselab.errors import DataError, MissingArtifactError
 from recourselab.io import RECOURSE_SCHEMA, read_json, write_json, write_parquet
 from recourselab.metrics import query_set, summarize_seeds, validity_by_direction, validity_metrics
@@ -37,7 +38,7 @@ from recourselab.runtime import limit_threads, pick_device, threads_per_task
 
 #: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
 CODE = ("flows.densityflow", "recourselab.config", "recourselab.orchestration", "recourselab.runtime",
-        "recourselab.provenance", "recourselab.io",
+        "recourselab.provenance", "recourselab.io", "recourselab.rng",
         "recourselab.densityflow", "recourselab.data", "recourselab.models", "recourselab.metrics.robustness")
 #: ``generate`` also reports plausibility (its cache key covers that module too).
 GENERATE_CODE = (*CODE, "recourselab.metrics.plausibility", "recourselab.report.densityflow_plots",
@@ -48,26 +49,13 @@ RQ2_ROWS = 2000
 TRAJECTORY_ROWS = 60
 #: Reports in upstream folders that are not inputs of the next step (timings): left out of its key.
 REPORTS = ("train_flow.json",)
-TRAIN_KEYS = ("lambda_valid", "lambda_cost", "lambda_den", "noise_ratio", "lambda_noise", "beta", "score_mode",
-              "hidden", "epochs", "min_steps", "density_quantile", "batch_size", "lr_g", "lr_phi", "weight_decay",
-              "warmup_epochs", "ema_decay", "adjoint", "field_spectral_norm", "max_train_rows")
-
-
-def flow_settings(section: dict[str, Any], seed: int, **overrides: Any) -> dict[str, Any]:
-    """DensityFlow keyword settings from the ``train_flow`` params section."""
-    return {**{k: section[k] for k in TRAIN_KEYS}, "seed": seed, **overrides}
-
-
-def distill_settings(section: dict[str, Any]) -> dict[str, Any]:
-    """DensityFlow distillation settings from the ``distill`` params section (all but ``budget``)."""
-    return {f"distill_{k}": v for k, v in section.items() if k != "budget"}
 
 
 def _flip(y: np.ndarray, n_classes: int) -> np.ndarray:
     return (y + 1) % n_classes
 
 
-def _ensemble(ensemble_dir: str, schema: Any, members: list[str], **kw: Any) -> Any:
+def seed_ensemble(ensemble_dir: str, schema: Any, members: list[str], **kw: Any) -> Any:
     """The BlackBox over ``tune_ensemble.members`` (the manifest may also list DISCOVER-only models)."""
     return load_ensemble(ensemble_dir, members, schema=schema, **kw)
 
@@ -91,12 +79,13 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     checkpoints = Path(staging_root).parent / "checkpoints" / "train_flow" / dataset / f"seed={seed}"
     start = time.perf_counter()
     with limit_threads(n_threads):
-        box = _ensemble(ensemble_dir, prepared.schema, members, seed=seed) if len(combos) > 1 else None
+        box = seed_ensemble(ensemble_dir, prepared.schema, members, seed=seed) if len(combos) > 1 else None
         Xv, yv = prepared.arrays("val")
         # One val query set scores every combination (queried once, not once per combination).
         q = query_set(box.query(Xv, budget="selection"), yv, 400, seed=seed) if box is not None else None
         for combo in combos:
-            model = DensityFlow(schema=prepared.schema, device=device, **flow_settings(section, seed, **combo))
+            settings = settings_of("train_flow", section) | {"seed": seed, **combo}
+            model = DensityFlow(schema=prepared.schema, device=device, **settings)
             fit_start = time.perf_counter()
             model.fit(X, y, checkpoint_dir=checkpoints)
             model_fit_time = time.perf_counter() - fit_start
@@ -133,8 +122,8 @@ def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, 
     X, y = prepared.arrays("train")
     with limit_threads(n_threads):
         model = DensityFlow.load(flow_dir, schema=prepared.schema, device=device)
-        model.with_settings(**distill_settings(section))
-        box = _ensemble(ensemble_dir, prepared.schema, members, budgets={"distill": section["budget"]}, seed=seed)
+        model.with_settings(**settings_of("distill", section))
+        box = seed_ensemble(ensemble_dir, prepared.schema, members, budgets={"distill": section["budget"]}, seed=seed)
         start = time.perf_counter()
         used = model.distill(box, X, y, budget=section["budget"])
         seconds = time.perf_counter() - start
@@ -160,8 +149,8 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     plane = tuple(schema.feature_names) if [f.kind for f in schema.features] == ["numerical"] * 2 else None
     with limit_threads(n_threads):
         model = DensityFlow.load(flow_dir, schema=schema, device=device)
-        model.with_settings(n_starts=section["n_starts"], jitter=section["jitter"])
-        box = _ensemble(ensemble_dir, schema, members, seed=seed)
+        model.with_settings(**settings_of("generate", section))
+        box = seed_ensemble(ensemble_dir, schema, members, seed=seed)
         test_out = box.query(Xte, budget="evaluation")
         q = query_set(test_out, yte, section["max_queries"], seed=seed)
         start = time.perf_counter()
@@ -273,7 +262,7 @@ def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[s
     return calls, keys
 
 
-def _run(step_task: Any, params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any],
+def run_seeds(step_task: Any, params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any],
          out_root: Path, cache_root: Path, upstream: list[str],
          code_modules: tuple[str, ...] = CODE) -> list[SeedResult]:
     calls, keys = _calls(params, dataset, roots, section, cache_root, upstream, code_modules)
@@ -282,20 +271,20 @@ def _run(step_task: Any, params: Params, dataset: str, roots: dict[str, Path], s
 
 
 @flow(name="train_flow", validate_parameters=False)
-def train_flow_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,
+def training_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,
                     cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root}
     section = params.train_flow.for_dataset(dataset).model_dump(mode="json")
     # the ensemble is used (and keyed) only to select among lambda_grid combinations
     upstream = ["prepared", "ensemble"] if section["lambda_grid"] else ["prepared"]
-    return _run(train_flow, params, dataset, roots, section, out_root, cache_root, upstream)
+    return run_seeds(train_flow, params, dataset, roots, section, out_root, cache_root, upstream)
 
 
 @flow(name="distill", validate_parameters=False)
 def distill_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
                  out_root: Path, cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root}
-    return _run(distill, params, dataset, roots, params.distill.model_dump(mode="json"), out_root, cache_root,
+    return run_seeds(distill, params, dataset, roots, params.distill.model_dump(mode="json"), out_root, cache_root,
                 ["prepared", "ensemble", "flow"])
 
 
@@ -303,7 +292,7 @@ def distill_flow(dataset: str, params: Params, prepared_root: Path, ensemble_roo
 def generate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
                   out_root: Path, metrics_root: Path, cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root}
-    results = _run(generate, params, dataset, roots, params.generate.model_dump(mode="json"), out_root,
+    results = run_seeds(generate, params, dataset, roots, params.generate.model_dump(mode="json"), out_root,
                    cache_root, ["prepared", "ensemble", "flow"], GENERATE_CODE)
     per_seed = {s: read_json(Path(out_root) / dataset / f"seed={s}" / "metrics.json") for s in params.seeds}
     write_json(Path(metrics_root) / dataset / "densityflow.json", summarize_seeds(per_seed))

@@ -37,7 +37,7 @@ from recourselab.runtime import limit_threads, threads_per_task
 STEP = "discover"
 #: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
 CODE = ("flows.discover", "recourselab.config", "recourselab.orchestration", "recourselab.runtime",
-        "recourselab.provenance", "recourselab.io",
+        "recourselab.provenance", "recourselab.io", "recourselab.rng",
         "recourselab.discover", "recourselab.data", "recourselab.models", "recourselab.report.discover_plots",
         "recourselab.report.common")
 #: Metrics averaged over the models in ``discover.json`` (the paper reports means over models).

@@ -9,7 +9,7 @@ from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from recourselab.config import Params, section_hash
-from recourselab.data import SPLITS, RawDataset, load_dataset, prepare_splits
+from recourselab.data import SPLITS, RawDataset, dataset_from_params, prepare_splits
 from recourselab.data.datasets import SCHEMA_FILE
 from recourselab.data.inputs import input_hashes
 from recourselab.data.sources import tracked_inputs
@@ -45,7 +45,7 @@ def prepare_flow(dataset: str, params: Params, out_root: Path, cache_root: Path,
     tracked copies in ``inputs_dir`` (``data/inputs/<dataset>``) when given.
     """
     with tracked_inputs(inputs_dir):
-        raw = load_dataset(dataset, params)
+        raw = dataset_from_params(dataset, params)
     inputs = None if inputs_dir is None else input_hashes(inputs_dir)
     # Only the split reaches the task as a setting: the data settings (n_synthetic, data_seed,
     # chessboard_std, max_rows, each dataset's immutables) shape the frame and its spec, so they reach

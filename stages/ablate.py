@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, finish, guarded, log, parser, setup, staged_outputs
+from recourselab.pipeline.stage import cache_root, finish, guarded, log, parser, setup, staged_outputs
 
 
 @guarded

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import guarded, log, parser, setup, staged_outputs
+from recourselab.pipeline.stage import guarded, log, parser, setup, staged_outputs
 
 
 @guarded

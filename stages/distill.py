@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, finish, guarded, parser, setup, staged_outputs
+from recourselab.pipeline.stage import cache_root, finish, guarded, parser, setup, staged_outputs
 
 
 @guarded

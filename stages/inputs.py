@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from stages._common import guarded, parser, setup, staged_outputs
+from recourselab.pipeline.stage import guarded, parser, setup, staged_outputs
 
 log = logging.getLogger("recourselab.stages")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from stages._common import cache_root, finish, guarded, parser, setup, staged_outputs
+from recourselab.pipeline.stage import cache_root, finish, guarded, parser, setup, staged_outputs
 
 
 @guarded
@@ -20,10 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ensemble", type=Path, default=Path("data/ensemble"))
     args = ap.parse_args(argv)
     params = setup(args)
-    from flows.densityflow import run, train_flow_flow
+    from flows.densityflow import run, training_flow
 
     with staged_outputs(args.out or Path("data/densityflow"), args.dataset) as (out, _):
-        results = run(train_flow_flow, params, dataset=args.dataset, prepared_root=args.prepared,
+        results = run(training_flow, params, dataset=args.dataset, prepared_root=args.prepared,
                       ensemble_root=args.ensemble, out_root=out, cache_root=cache_root(params, args.params))
     return finish(results)
 

@@ -34,6 +34,7 @@ def shared_data_dir() -> Path:
 def params_factory():
     """Build validated Params from a partial mapping (on top of the defaults)."""
     from recourselab.config import Params, parse_params
+    from recourselab.pipeline.validate import validate_params
 
     def make(**overrides) -> Params:
         base = Params().model_dump(mode="json")
@@ -42,7 +43,7 @@ def params_factory():
                 base[key] = {**base[key], **value}
             else:
                 base[key] = value
-        return parse_params(base)
+        return validate_params(parse_params(base))
 
     return make
 

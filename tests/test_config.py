@@ -21,8 +21,14 @@ from recourselab.config import (
 )
 from recourselab.data.registry import BUILTIN_DATASETS
 from recourselab.errors import ConfigError
+from recourselab.pipeline.validate import validate_params
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+def checked(raw):
+    """``raw`` parsed and checked against the registries, as a stage loads its params."""
+    return validate_params(parse_params(raw))
+
 
 CUSTOM_OK = {"path": "mine.csv", "target": "label", "favourable": 1}
 
@@ -103,7 +109,7 @@ def test_every_error_is_reported_with_source():
 # ---------------------------------------------------------------------------- datasets
 def test_unknown_dataset_lists_valid_and_suggests():
     with pytest.raises(ConfigError) as info:
-        parse_params({"datasets": ["moon"]})
+        checked({"datasets": ["moon"]})
     msg = str(info.value)
     assert "unknown dataset 'moon' (did you mean 'moons'?)" in msg
     assert "valid datasets: " + ", ".join(sorted(BUILTIN_DATASETS)) in msg
@@ -120,12 +126,12 @@ def test_custom_dataset_name_becomes_valid():
 
 def test_unknown_dataset_lists_custom_names_too():
     with pytest.raises(ConfigError, match=r"valid datasets: .*spirals, mine"):
-        parse_params({"datasets": ["nope"], "data": {"custom": {"mine": CUSTOM_OK}}})
+        checked({"datasets": ["nope"], "data": {"custom": {"mine": CUSTOM_OK}}})
 
 
 def test_custom_may_not_reuse_builtin_name():
     with pytest.raises(ConfigError, match=r"custom datasets may not reuse built-in names: \['adult'\]"):
-        parse_params({"data": {"custom": {"adult": CUSTOM_OK}}})
+        checked({"data": {"custom": {"adult": CUSTOM_OK}}})
 
 
 def test_dataset_listed_twice():
@@ -367,7 +373,7 @@ def test_train_flow_per_dataset_overrides_only_that_dataset():
 ])
 def test_train_flow_per_dataset_errors_name_the_problem(override, pattern):
     with pytest.raises(ConfigError, match=pattern):
-        parse_params({"train_flow": {"per_dataset": override}})
+        checked({"train_flow": {"per_dataset": override}})
 
 
 # ---------------------------------------------------------------------------- per-dataset discover
@@ -394,16 +400,16 @@ def test_discover_per_dataset_replaces_solver_settings_of_that_dataset_only():
 ])
 def test_discover_per_dataset_errors_name_the_problem(override, pattern):
     with pytest.raises(ConfigError, match=pattern):
-        parse_params({"discover": {"per_dataset": override}})
+        checked({"discover": {"per_dataset": override}})
 
 
 @pytest.mark.parametrize(("raw", "line"), [
     ({"discover": {"per_dataset": {"adult": {"eta_l": 0.9, "eta_r": 0.5}}}},
-     "  discover.per_dataset.adult: eta_l (0.9) must not exceed eta_r (0.5)"),
+     "  discover.per_dataset.adult: DISCOVER settings: eta_l (0.9) must not exceed eta_r (0.5)"),
     ({"train_flow": {"per_dataset": {"spirals": {"min_steps": -5}}}},
      "  train_flow.per_dataset.spirals: min_steps: Input should be greater than or equal to 0"),
     ({"discover": {"solver": {"eta_l": 0.9, "eta_r": 0.5}}},
-     "  discover.solver: eta_l (0.9) must not exceed eta_r (0.5)"),
+     "  discover.solver: DISCOVER settings: eta_l (0.9) must not exceed eta_r (0.5)"),
 ])
 def test_error_lines_name_each_place_once(raw, line):
     """A model-level error inside an override has no location of its own: no empty ': :' place,
@@ -430,7 +436,7 @@ def test_ablate_settings_are_validated():
 ])
 def test_ablate_errors_name_the_problem(ablate, pattern):
     with pytest.raises(ConfigError, match=pattern):
-        parse_params({"ablate": ablate})
+        checked({"ablate": ablate})
 
 
 @pytest.mark.parametrize("grid", [{"lambda_cost": []}, {"lambda_den": [0.1, -0.2]}])

@@ -55,7 +55,6 @@ def test_unknown_model_lists_the_valid_ones():
         ({"split": "holdout"}, r"discover\.split: Input should be 'train', 'val' or 'test'"),
         ({"target": {"kind": "values"}}, r"discover\.target\.kind: Input should be 'constant', 'beta' or 'shift'"),
         ({"target": {"a": 0}}, r"discover\.target\.a: .*greater than 0"),
-        ({"solver": {"strategy": "annealing"}}, r"discover\.solver\.strategy: Input should be 'monte_carlo' or"),
         ({"solver": {"delta": 0.5}}, r"discover\.solver\.delta: .*less than 0\.5"),
         ({"solver": {"delta": 0}}, r"discover\.solver\.delta: .*greater than 0"),
         ({"solver": {"eta_l": 0.9, "eta_r": 0.5}}, r"eta_l \(0\.9\) must not exceed eta_r \(0\.5\)"),
@@ -80,3 +79,12 @@ def test_tiny_profile_keeps_the_e2e_run_small():
     tiny = render_profile("tiny", REPO_ROOT).discover
     assert tiny.models == ["lightgbm"] and tiny.n_factuals <= 20 and tiny.solver.max_iter <= 10
     assert tiny.solver.n_projections == DiscoverSettings().n_projections  # merged, not replaced
+
+
+def test_an_unknown_strategy_is_named_at_stage_start_up():
+    from recourselab.pipeline.validate import validate_params
+
+    params = parse_params({"discover": {"solver": {"strategy": "annealing"}}})  # a name: the registry decides
+    with pytest.raises(ConfigError, match=r"discover\.solver\.strategy: unknown strategy 'annealing'; valid: "
+                                          r"monte_carlo, genetic"):
+        validate_params(params)

@@ -272,7 +272,7 @@ def stage_logging():  # noqa: ANN201 - fixture
 
 
 def test_a_failed_seed_is_reported_once_never_as_finished_and_the_others_stay_cached(tmp_path, stage_logging):
-    from stages._common import guarded
+    from recourselab.pipeline.stage import guarded
 
     @guarded
     def stage(argv=None) -> int:  # noqa: ANN001

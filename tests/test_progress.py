@@ -92,10 +92,10 @@ def test_a_bar_closes_when_its_loop_is_left_early(monkeypatch):
 
 def test_tuning_gives_the_same_result_and_logs_with_and_without_its_bar(monkeypatch, caplog):
     from recourselab.config import parse_params
-    from recourselab.data import load_dataset, prepare_splits
+    from recourselab.data import dataset_from_params, prepare_splits
     from recourselab.models.tuning import Split, tune_model
 
-    splits = prepare_splits(load_dataset("moons", parse_params({"prepare": {"n_synthetic": 300}})), 0,
+    splits = prepare_splits(dataset_from_params("moons", parse_params({"prepare": {"n_synthetic": 300}})), 0,
                             (0.6, 0.2, 0.2))
     train, val, test = (Split(*splits.arrays(s)) for s in ("train", "val", "test"))
 

@@ -8,10 +8,8 @@ The names a library user needs are importable from here (loaded on first use, so
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from recourselab._version import __version__
+from recourselab.lazy import lazy_exports
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
@@ -30,16 +28,6 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'recourselab' has no attribute {name!r}; public names: {sorted(_EXPORTS)}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
-
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["__version__", *_EXPORTS]

@@ -7,7 +7,6 @@ run inside a recourselab checkout (they write under ``data/``).
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import signal
@@ -62,14 +61,19 @@ def absolute_path_args(argv: list[str], cwd: Path) -> list[str]:
 
 
 def run_stage(name: str, argv: list[str]) -> int:
-    """Run stage ``name`` from the project root (its default paths are relative to it); path
-    options given relative to the caller's folder keep pointing there."""
+    """Run stage ``name`` as DVC does, in a child interpreter started in the project root (its default
+    paths are relative to it; ``python -m stages.<name>`` finds the checkout's ``stages`` and
+    ``flows`` there); path options given relative to the caller's folder keep pointing there.
+
+    Returns the stage's exit status (a Ctrl-C reaches the child too, which cleans up and exits).
+    """
     root = project_root()
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
     argv = absolute_path_args(argv, Path.cwd())
-    os.chdir(root)
-    return importlib.import_module(f"stages.{name}").main(argv)
+    with subprocess.Popen([sys.executable, "-m", f"stages.{name}", *argv], cwd=root) as child:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            return child.wait()
 
 
 def pipeline_env(root: Path) -> dict[str, str]:

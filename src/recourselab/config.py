@@ -9,17 +9,20 @@ profile; other profiles (``profiles/<name>.yaml``) are overlays rendered on top 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import hashlib
 import json
-import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from recourselab.config_audit import AuditParams
+from recourselab.densityflow.config import SECTIONS, DensityFlowConfig, settings_of
+from recourselab.discover.settings import DiscoverSettings
 from recourselab.errors import ConfigError, did_you_mean
+from recourselab.fields import BOUNDS, base_type
 
 DEFAULT_DATASETS = ["moons", "circles", "spirals", "chessboard", "adult", "compas", "german"]
 PROFILES_DIR = "profiles"
@@ -60,6 +63,47 @@ def _with_override(section: StrictModel, override: dict[str, Any], where: str,
         return _validate_strict(cls, {**base, **override, **{k: {} for k in exclude}})
     except ValidationError as err:
         raise ValueError(f"{where}: {'; '.join(_problem(e) for e in err.errors())}") from None
+
+
+_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def _pydantic_field(f: dataclasses.Field) -> tuple[Any, Any]:
+    """(annotation, pydantic Field) of a library settings field: its type, default and declared range."""
+    base, optional = base_type(f)
+    choices = f.metadata.get("choices")
+    if base in _TYPES:
+        annotation: Any = Literal[choices] if base == "str" and choices else _TYPES[base]
+    else:  # a mapping of names to rules
+        annotation = dict[str, Literal[choices]] if choices else dict[str, str]
+    if optional:
+        annotation = annotation | None
+    bounds = {k: f.metadata[k] for k in BOUNDS if k in f.metadata}
+    if f.default_factory is not dataclasses.MISSING:
+        return annotation, Field(default_factory=f.default_factory, **bounds)
+    return annotation, Field(default=f.default, **bounds)
+
+
+def derived_section(name: str, rules: type[StrictModel], settings: type, fields: dict[str, str], *,
+                    before: dict[str, Any] | None = None, after: dict[str, Any] | None = None,
+                    doc: str | None = None) -> Any:
+    """A params section whose keys ``fields`` (section key -> field) are fields of the library's ``settings``
+    dataclass: same types, defaults and ranges, declared once there. ``before`` / ``after``: the section's
+    own fields ((annotation, Field) by key), placed before / after the derived ones; ``rules``: the base
+    class with the section's validators and helpers."""
+    declared = {f.name: f for f in dataclasses.fields(settings)}
+    spec = {**(before or {}), **{key: _pydantic_field(declared[field]) for key, field in fields.items()},
+            **(after or {})}
+    return create_model(name, __base__=rules, __doc__=doc or rules.__doc__, __module__=__name__, **spec)
+
+
+def _library_check(section: StrictModel, settings: type, values: dict[str, Any]) -> Any:
+    """``section`` if the library's ``settings`` accept ``values`` (its rules across fields), else ValueError."""
+    try:
+        settings(**values)
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+    return section
 
 
 class CustomDataset(StrictModel):
@@ -157,11 +201,19 @@ class DataParams(StrictModel):
     custom: dict[str, CustomDataset] = Field(default_factory=dict)
 
 
+#: Features of the built-in datasets that no counterfactual may change (the registry of
+#: :mod:`recourselab.data.registry` declares its datasets' immutables from this table).
+BUILTIN_IMMUTABLE: dict[str, tuple[str, ...]] = {
+    "adult": ("race", "sex", "native-country"),
+    "compas": ("race", "sex"),
+    "german": ("personal_status_and_sex", "foreign_worker"),
+    "cardio": ("gender", "age"),
+}
+
+
 def _builtin_immutables() -> dict[str, list[str]]:
     """The built-in datasets' declared immutable features (dataset -> feature names)."""
-    from recourselab.data.registry import BUILTIN_DATASETS
-
-    return {name: list(spec.immutable) for name, spec in BUILTIN_DATASETS.items() if spec.immutable}
+    return {name: list(features) for name, features in BUILTIN_IMMUTABLE.items()}
 
 
 class PrepareParams(StrictModel):
@@ -239,19 +291,6 @@ class ModelsParams(StrictModel):
     tabnet: ModelSpec = _spec({}, {"lr": 0.02, "mask_type": "sparsemax", "max_epochs": 100, "patience": 10})
     lightgbm: ModelSpec = _spec({"num_leaves": [15, 31, 63]}, {"n_estimators": 300, "learning_rate": 0.1})
 
-    @model_validator(mode="after")
-    def _known_hyperparameters(self) -> ModelsParams:
-        from recourselab.models.registry import MODEL_KINDS
-
-        for name in type(self).model_fields:
-            spec: ModelSpec = getattr(self, name)
-            valid = MODEL_KINDS[name].hyperparameters
-            for key in [*spec.grid, *spec.fixed]:
-                if key not in valid:
-                    raise ValueError(f"unknown hyperparameter {key!r} for model {name!r}"
-                                     f"{did_you_mean(key, valid)}; valid: {', '.join(valid)}")
-        return self
-
 
 def _known_models(v: list[str], what: str) -> list[str]:
     """Check a list of model kinds: known (listing the valid ones), distinct, non-empty."""
@@ -285,45 +324,39 @@ DEFAULT_FLOW_OVERRIDES: dict[str, dict[str, Any]] = {"spirals": {"min_steps": 20
                                                      "moons": {"lambda_cost": 0.4, "density_quantile": 0.5}}
 
 
-class TrainFlowParams(StrictModel):
-    """Settings of the ``train_flow`` stage (DensityFlow surrogate + generator training).
+class _PerDatasetRules(StrictModel):
+    """Checks every ``per_dataset`` entry at load time by applying it (``_apply`` names the method)."""
 
-    The default profile trains shorter than the paper (800 epochs, lr_phi 1e-4, EMA 0.999)
-    on a row cap so that it runs on 2 CPU cores, with lambda_cost 0.2 (from the paper's grid)
-    and the density margin at the 0.8 quantile of S over real target-class rows (extension,
-    lambda_den 1.0), and more optimizer steps for spirals and chessboard (``per_dataset``,
-    replaced whole by a profile); the paper profile restores the paper values.
-    """
+    _apply: ClassVar[str]
 
-    lambda_valid: float = Field(default=1.0, ge=0)
-    lambda_cost: float = Field(default=0.2, ge=0)
-    lambda_den: float = Field(default=1.0, ge=0)
-    noise_ratio: float = Field(default=0.2, gt=0)
-    lambda_noise: float = Field(default=1.0, ge=0)
-    beta: float = Field(default=1.2, gt=0)
-    score_mode: Literal["target", "max"] = "target"
-    hidden: int = Field(default=128, ge=4)
-    epochs: int = Field(default=60, ge=1)
-    min_steps: int = Field(default=0, ge=0, description="raise epochs to at least this many optimizer steps")
-    density_quantile: float | None = Field(
-        default=0.8, gt=0, lt=1, description="extension: density margin = this quantile of S over real rows")
-    batch_size: int = Field(default=64, ge=2)
-    lr_g: float = Field(default=1e-3, gt=0)
-    lr_phi: float = Field(default=1e-3, gt=0)
-    weight_decay: float = Field(default=1e-4, ge=0)
-    warmup_epochs: int = Field(default=3, ge=0)
-    ema_decay: float = Field(default=0.99, ge=0, lt=1)
-    adjoint: bool = False
-    field_spectral_norm: bool = Field(
-        default=False, description="extension: spectral-normalise the velocity field (no stiff ODE in long runs)")
-    max_train_rows: int | None = Field(default=6000, ge=10)
-    lambda_grid: dict[Literal["lambda_cost", "lambda_den", "lambda_valid"], list[float]] = Field(
-        default_factory=dict, description="grid searched by validity on val (empty: fixed lambdas)")
-    per_dataset: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {k: dict(v) for k, v in DEFAULT_FLOW_OVERRIDES.items()},
-        description="dataset -> settings of this section that replace the common ones")
+    @model_validator(mode="after")
+    def _overrides_valid(self) -> Any:
+        for name in self.per_dataset:
+            getattr(self, self._apply)(name)
+        return self
 
-    @field_validator("lambda_grid")
+
+class _DensityFlowRules(StrictModel):
+    """Base of the sections derived from :class:`DensityFlowConfig` (``_section`` names the section)."""
+
+    _section: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _library_valid(self) -> Any:
+        return _library_check(self, DensityFlowConfig, self.densityflow_settings())
+
+    def densityflow_settings(self) -> dict[str, Any]:
+        """The :class:`DensityFlowConfig` keyword settings of this section (without the pipeline's own keys)."""
+        return settings_of(self._section, self.model_dump(mode="json"))
+
+
+class _TrainFlowRules(_PerDatasetRules, _DensityFlowRules):
+    """Validators and helpers of :class:`TrainFlowParams` (its fields are derived below)."""
+
+    _section = "train_flow"
+    _apply = "for_dataset"
+
+    @field_validator("lambda_grid", check_fields=False)
     @classmethod
     def _grid_values(cls, grid: dict[str, list[float]]) -> dict[str, list[float]]:
         for key, values in grid.items():
@@ -331,37 +364,44 @@ class TrainFlowParams(StrictModel):
                 raise ValueError(f"train_flow.lambda_grid.{key}: needs at least one value, all >= 0 (got {values})")
         return grid
 
-    @model_validator(mode="after")
-    def _overrides_valid(self) -> TrainFlowParams:
-        for name in self.per_dataset:
-            self.for_dataset(name)
-        return self
-
-    def for_dataset(self, name: str) -> TrainFlowParams:
+    def for_dataset(self, name: str) -> Any:
         """The settings of dataset ``name``: the common ones with its ``per_dataset`` entry applied."""
         return _with_override(self, self.per_dataset.get(name, {}), f"train_flow.per_dataset.{name}",
                               frozenset({"per_dataset"}))
 
 
-class DistillParams(StrictModel):
-    """Settings of the ``distill`` stage (query-budgeted alignment with the ensemble)."""
+class _DistillRules(_DensityFlowRules):
+    """Helpers of :class:`DistillParams` (its fields are derived below)."""
 
-    budget: int = Field(default=500, ge=0, description="max queried rows per run")
-    epochs: int = Field(default=20, ge=0)
-    inner: int = Field(default=3, ge=1)
-    points: int = Field(default=8, ge=1)
-    lr_phi: float = Field(default=1e-4, gt=0)
-    lr_g: float = Field(default=2e-4, gt=0)
-    replay: bool = Field(default=True, description="fit every surrogate step on all support points queried so far")
-    gen_steps: int = Field(default=10, ge=0, description="generator steps per distillation epoch")
+    _section = "distill"
 
 
-class GenerateParams(StrictModel):
-    """Settings of the ``generate`` stage (inference and evaluation)."""
+class _GenerateRules(_DensityFlowRules):
+    """Helpers of :class:`GenerateParams` (its fields are derived below)."""
 
-    n_starts: int = Field(default=30, ge=1)
-    jitter: float = Field(default=0.05, ge=0)
-    max_queries: int = Field(default=400, ge=1, description="cap of the evaluation query set")
+    _section = "generate"
+
+
+#: Settings of the ``train_flow`` stage (DensityFlow surrogate + generator training): the
+#: :class:`DensityFlowConfig` fields of ``SECTIONS["train_flow"]`` (same defaults, same ranges),
+#: a grid of lambdas selected by validity on val, and per-dataset overrides (replaced whole by a profile).
+TrainFlowParams = derived_section(
+    "TrainFlowParams", _TrainFlowRules, DensityFlowConfig, SECTIONS["train_flow"],
+    after={"lambda_grid": (dict[Literal["lambda_cost", "lambda_den", "lambda_valid"], list[float]], Field(
+               default_factory=dict, description="grid searched by validity on val (empty: fixed lambdas)")),
+           "per_dataset": (dict[str, dict[str, Any]], Field(
+               default_factory=lambda: {k: dict(v) for k, v in DEFAULT_FLOW_OVERRIDES.items()},
+               description="dataset -> settings of this section that replace the common ones"))},
+    doc=_TrainFlowRules.__doc__)
+#: Settings of the ``distill`` stage (query-budgeted alignment with the ensemble): the
+#: ``distill_*`` fields of :class:`DensityFlowConfig` without their prefix, and the query budget.
+DistillParams = derived_section(
+    "DistillParams", _DistillRules, DensityFlowConfig, SECTIONS["distill"],
+    before={"budget": (int, Field(default=500, ge=0, description="max queried rows per run"))})
+#: Settings of the ``generate`` stage (inference and evaluation).
+GenerateParams = derived_section(
+    "GenerateParams", _GenerateRules, DensityFlowConfig, SECTIONS["generate"],
+    after={"max_queries": (int, Field(default=400, ge=1, description="cap of the evaluation query set"))})
 
 
 #: Variants of the ``ablate`` stage (the paper's ablation study, section 5.5).
@@ -398,73 +438,19 @@ class AblateParams(StrictModel):
 DISCOVER_MODELS = ["svm", "mlp", "rf", "xgboost", "lightgbm"]
 
 
-class DiscoverSolverParams(StrictModel):
-    """DISCOVER solver settings: mirrors :class:`recourselab.discover.DiscoverSettings` (same names,
-    same defaults) except ``seed`` (the run seed) and ``budget`` (always ``"discover"``).
-
-    Every distance, UCL and threshold is a squared Wasserstein-2 quantity in the encoded space.
-    """
-
-    n_projections: int = Field(default=10, ge=1, description="N, random directions of the sliced objective")
-    resample_directions: bool = Field(default=False, description="fresh N directions at every iteration")
-    top_k: int = Field(default=3, ge=1, description="k, rows editable per outer iteration (top-k by q_i)")
-    h: int = Field(default=1, ge=1, description="features edited per selected row and candidate")
-    trials: int = Field(default=200, ge=1, description="M, candidates per outer iteration")
-    max_iter: int = Field(default=100, ge=0, description="T, outer iterations")
-    strategy: Literal["monte_carlo", "genetic"] = "monte_carlo"
-    recombine: bool = Field(default=True, description="also score the row-wise recombination of candidates")
-    delta: float = Field(default=0.01, gt=0, lt=0.5, description="trimming of the objective and of the UCLs")
-    alpha: float = Field(default=0.05, gt=0, lt=1, description="confidence level of the certificate")
-    U_x: float | None = Field(default=None, gt=0, description="threshold on UCL_x; null: calibrated")
-    U_y: float | None = Field(default=None, gt=0, description="threshold on UCL_y; null: calibrated")
-    U_x_margin: float = Field(default=0.25, ge=0, description="relative input budget when U_x is null")
-    U_y_margin: float = Field(default=0.15, ge=0, description="absolute output budget when U_y is null")
-    eta_l: float = Field(default=0.2, ge=0, le=1, description="initial interval [l, r] of eta")
-    eta_r: float = Field(default=1.0, ge=0, le=1)
-    kappa: float = Field(default=0.05, ge=0, lt=1, description="interval-narrowing factor")
-    stop: Literal["stalled", "certified", "ot_y"] = Field(
-        default="stalled", description="stalled: run until Q stalls (or T); certified: stop at the first "
-        "certified edited iterate (least intervention); ot_y: at the first one with OT(y) <= stop_ot_y")
-    stop_ot_y: float | None = Field(default=None, ge=0, description="OT(y) level of stop: ot_y (e.g. a "
-                                    "baseline's); required there, rejected otherwise")
-    patience: int = Field(default=5, ge=1, description="stop after this many feasible stalled iterations")
-    tol: float = Field(default=1e-6, ge=0, description="relative improvement counted as a stall")
-    cone_angle: float = Field(default=math.pi / 4, gt=0, le=math.pi, description="half-angle phi (radians)")
-    step: float = Field(default=0.2, gt=0, description="lambda_max, numerical step in feature ranges")
-    step_range: Literal["training", "factuals"] = Field(
-        default="training", description="range that scales numerical steps: the training split's or the "
-        "factual sample's (the released notebook's)")
-    categorical_step: float = Field(default=1.2, ge=0, description="max step in a categorical embedding")
-    temperature: float = Field(default=2.0, gt=0, description="tau of the categorical decoding")
-    embedding_dim: int | None = Field(default=None, ge=1, description="r of the categorical embeddings")
-    guidance: bool = Field(default=True, description="OT guidance field (false: isotropic proposals)")
-    edit_numerical: bool = True
-    edit_categorical: bool = True
-    actionability: dict[str, Literal["increasing", "decreasing", "fixed"]] = Field(
-        default_factory=dict, description="feature -> increasing / decreasing / fixed")
-    generations: int = Field(default=3, ge=1, description="genetic: generations per outer iteration")
-    crossover_prob: float = Field(default=0.8, ge=0, le=1)
-    gene_swap_prob: float = Field(default=0.5, ge=0, le=1)
-    mutation_prob: float = Field(default=0.5, ge=0, le=1)
-    elite: int = Field(default=2, ge=0)
-    metric_projections: int = Field(default=5000, ge=1, description="directions of the reported OT(x)")
-    metric_delta: float = Field(default=0.1, ge=0, lt=0.5, description="trimming of the reported OT(x), OT(y)")
-    holdout_sets: int = Field(default=100, ge=0, description="fresh direction sets of the certified_x_holdout "
-                              "metric (0: skip)")
-    mmd_sigma: float = Field(default=1.0, gt=0, description="Gaussian kernel bandwidth of the reported MMD^2")
-    max_elements: int = Field(default=4_000_000, ge=1, description="floats of the reused sort buffer")
+class _SolverRules(StrictModel):
+    """Validator of :class:`DiscoverSolverParams` (its fields are derived below)."""
 
     @model_validator(mode="after")
-    def _settings_valid(self) -> DiscoverSolverParams:
-        from recourselab.discover.settings import DiscoverSettings
+    def _library_valid(self) -> Any:
+        return _library_check(self, DiscoverSettings, self.model_dump())
 
-        if self.eta_l > self.eta_r:
-            raise ValueError(f"eta_l ({self.eta_l}) must not exceed eta_r ({self.eta_r})")
-        try:
-            DiscoverSettings.from_kwargs(**self.model_dump())
-        except ConfigError as err:
-            raise ValueError(str(err)) from None
-        return self
+
+#: DISCOVER solver settings: the fields of :class:`~recourselab.discover.DiscoverSettings` (same
+#: names, defaults and ranges) except ``seed`` (the run seed) and ``budget`` (always ``"discover"``).
+DiscoverSolverParams = derived_section(
+    "DiscoverSolverParams", _SolverRules, DiscoverSettings,
+    {f.name: f.name for f in dataclasses.fields(DiscoverSettings) if f.name not in ("seed", "budget")})
 
 
 #: Actionability of the discover stage: ages only grow (the feature names differ per dataset).
@@ -494,13 +480,15 @@ class DiscoverTargetParams(StrictModel):
         return {k: getattr(self, k) for k in keys}
 
 
-class DiscoverParams(StrictModel):
+class DiscoverParams(_PerDatasetRules):
     """Settings of the ``discover`` stage (distributional counterfactuals, one run per model and seed).
 
     Protocol (the paper's, as in ``bench/discover.py``): ``n_factuals`` rows of ``split`` sampled
     with the run seed among those the model predicts unfavourable (``factuals: unfavourable``),
     target ``1 - Beta(0.1, 0.9)``.
     """
+
+    _apply = "solver_for"
 
     models: list[str] = Field(default_factory=lambda: list(DISCOVER_MODELS),
                               description="model kinds explained (each tuned by tune_ensemble)")
@@ -519,12 +507,6 @@ class DiscoverParams(StrictModel):
     @classmethod
     def _models_known(cls, v: list[str]) -> list[str]:
         return _known_models(v, "models")
-
-    @model_validator(mode="after")
-    def _overrides_valid(self) -> DiscoverParams:
-        for name in self.per_dataset:
-            self.solver_for(name)
-        return self
 
     def solver_for(self, name: str) -> DiscoverSolverParams:
         """The solver settings of dataset ``name``: ``solver`` with its ``per_dataset`` entry applied."""
@@ -586,37 +568,11 @@ class Params(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _datasets_known(self) -> Params:
-        from recourselab.data.registry import BUILTIN_DATASETS
-
-        valid = sorted(BUILTIN_DATASETS) + sorted(self.data.custom)
-        clash = set(self.data.custom) & set(BUILTIN_DATASETS)
-        if clash:
-            raise ValueError(f"custom datasets may not reuse built-in names: {sorted(clash)}")
-        for name in self.datasets:
-            if name not in valid:
-                raise ValueError(
-                    f"unknown dataset {name!r}{did_you_mean(name, valid)}; valid datasets: "
-                    f"{', '.join(valid)} (declare your own under data.custom)"
-                )
+    def _lists_consistent(self) -> Params:
+        """Rules between sections that need no registry (dataset names are checked at stage start-up by
+        :func:`recourselab.pipeline.validate.validate_params`)."""
         if len(set(self.datasets)) != len(self.datasets):
             raise ValueError(f"datasets listed twice: {self.datasets}")
-        for name in self.ablate.datasets:
-            if name not in valid:
-                raise ValueError(f"ablate.datasets: unknown dataset {name!r}{did_you_mean(name, valid)}; "
-                                 f"valid datasets: {', '.join(valid)}")
-        for name in self.prepare.immutable:
-            if name not in valid:
-                raise ValueError(f"prepare.immutable: unknown dataset {name!r}{did_you_mean(name, valid)}; "
-                                 f"valid datasets: {', '.join(valid)}")
-        for name in self.discover.per_dataset:
-            if name not in valid:
-                raise ValueError(f"discover.per_dataset: unknown dataset {name!r}{did_you_mean(name, valid)}; "
-                                 f"valid datasets: {', '.join(valid)}")
-        for name in self.train_flow.per_dataset:
-            if name not in valid:
-                raise ValueError(f"train_flow.per_dataset: unknown dataset {name!r}{did_you_mean(name, valid)}; "
-                                 f"valid datasets: {', '.join(valid)}")
         if self.ablate.n_seeds > len(self.seeds):
             raise ValueError(f"ablate.n_seeds is {self.ablate.n_seeds} but only {len(self.seeds)} seeds are listed "
                              f"({self.seeds}); ablate.n_seeds counts the first seeds of `seeds`")

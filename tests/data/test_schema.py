@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from recourselab.config import parse_params
-from recourselab.data import load_dataset, prepare_splits
+from recourselab.data import dataset_from_params, prepare_splits
 from recourselab.data.schema import ROW_PROBLEMS, SCHEMA_VERSION, Schema, encode_rows, sorted_levels
 from recourselab.data.sources import ARTIFACTS, cache_dir
 from recourselab.errors import ArtifactError, DataError, UnknownCategoryError
@@ -406,7 +406,7 @@ def real_splits():
     params = parse_params({})
     out = {}
     for name in ("adult", "german"):
-        raw = load_dataset(name, params)
+        raw = dataset_from_params(name, params)
         out[name] = (raw, prepare_splits(raw, 0, params.prepare.split))
     return out
 

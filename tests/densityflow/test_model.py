@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 import torch
 
-from recourselab.config import parse_params
 from recourselab.data import Schema, load_dataset, prepare_splits
 from recourselab.densityflow import DensityFlow
 from recourselab.errors import ArtifactError, ConfigError, DataError, MissingArtifactError, RecourselabError
@@ -18,13 +17,14 @@ from recourselab.models.oracle import QueryBudgetExceeded
 
 FAST = dict(epochs=40, warmup_epochs=2, ema_decay=0.98, lr_phi=3e-3, lr_g=3e-3, batch_size=32, hidden=64, n_starts=8,
             lambda_cost=0.2, lambda_den=0.3,
-            distill_epochs=4, distill_inner=2, distill_points=8)
+            distill_epochs=4, distill_inner=2, distill_points=8,
+            # the library defaults these tests were written against (before the defaults became the pipeline's)
+            density_quantile=None, max_train_rows=None, distill_lr_g=5e-5, distill_replay=False, distill_gen_steps=1)
 
 
 @pytest.fixture(scope="module")
 def moons():
-    params = parse_params({"prepare": {"n_synthetic": 1000}})
-    return prepare_splits(load_dataset("moons", params), 0, (0.6, 0.2, 0.2))
+    return prepare_splits(load_dataset("moons", n_synthetic=1000), 0, (0.6, 0.2, 0.2))
 
 
 @pytest.fixture(scope="module")
@@ -295,13 +295,13 @@ def test_bad_input(moons, trained):
 @pytest.mark.parametrize(("setting", "pattern"), [
     ({"lambda_cost": -1}, r"lambda_cost=-1 \(a finite number >= 0\)"),
     ({"noise_ratio": 0.0}, r"noise_ratio=0\.0 \(a finite number > 0\)"),
-    ({"lambda_den": float("inf")}, r"lambda_den=inf \(a finite number >= 0\)"),
+    ({"lambda_den": float("inf")}, r"lambda_den=inf \(a finite number\)"),
     ({"epochs": 0}, r"epochs=0 \(an integer >= 1\)"),
-    ({"n_starts": 2.5}, r"n_starts=2\.5 \(an integer >= 1\)"),
-    ({"batch_size": True}, r"batch_size=True \(an integer >= 1\)"),
-    ({"jitter": float("nan")}, r"jitter=nan \(a finite number >= 0\)"),
+    ({"n_starts": 2.5}, r"n_starts=2\.5 \(an integer\)"),
+    ({"batch_size": True}, r"batch_size=True \(an integer\)"),
+    ({"jitter": float("nan")}, r"jitter=nan \(a finite number\)"),
     ({"density_quantile": 1.0}, r"density_quantile=1\.0 \(None or in \(0, 1\)\)"),
-    ({"score_mode": "mean"}, r"score_mode='mean' \('target' or 'max'\)"),
+    ({"score_mode": "mean"}, r"unknown score_mode 'mean'; valid: target, max"),
     ({"ema_decay": 1.0}, r"ema_decay=1\.0 \(in \[0, 1\)\)"),
     ({"adjoint": "yes"}, r"adjoint='yes' \(True or False\)"),
     ({"method": "dopri"}, r"method='dopri' \(a torchdiffeq method: .*dopri5"),
@@ -327,7 +327,7 @@ def test_load_names_a_missing_or_mismatched_model(moons, trained, tmp_path):
     with pytest.raises(FileNotFoundError, match="no saved DensityFlow in .*densityflow.json is missing"):
         DensityFlow.load(tmp_path / "nowhere", schema=moons.schema)
     trained.save(tmp_path)
-    other = prepare_splits(load_dataset("circles", parse_params({"prepare": {"n_synthetic": 200}})), 0,
+    other = prepare_splits(load_dataset("circles", n_synthetic=200), 0,
                            (0.6, 0.2, 0.2)).schema
     with pytest.raises(DataError, match="trained for dataset 'moons' .* not for the given schema of 'circles'"):
         DensityFlow.load(tmp_path, schema=other)

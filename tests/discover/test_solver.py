@@ -232,9 +232,9 @@ def test_dataframe_factuals_are_encoded_through_the_schema(toy):
     ({"step": float("nan")}, r"step=nan \(a finite number\)"),
     ({"recombine": "yes"}, r"recombine='yes' \(True or False\)"),
     ({"embedding_dim": 2.0}, r"embedding_dim=2\.0 \(an integer or None\)"),
-    ({"seed": -1}, r"'seed': -1"),
-    ({"delta": 0.0}, r"'delta': 0\.0"),
-    ({"delta": 0.5}, r"'delta': 0\.5"),
+    ({"seed": -1}, r"seed=-1 \(an integer >= 0\)"),
+    ({"delta": 0.0}, r"delta=0\.0 \(in \(0, 0\.5\)\)"),
+    ({"delta": 0.5}, r"delta=0\.5 \(in \(0, 0\.5\)\)"),
 ])
 def test_settings_of_the_wrong_type_are_refused_with_the_rule(setting, pattern):
     with pytest.raises(ConfigError, match=pattern):

@@ -18,7 +18,7 @@ from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from recourselab.config import parse_params
-from recourselab.data import load_dataset, prepare_splits
+from recourselab.data import dataset_from_params, prepare_splits
 from recourselab.densityflow import DensityFlow
 from recourselab.errors import ArtifactError, ChecksumError
 from recourselab.io import sha256_file
@@ -34,7 +34,7 @@ FLOW_DIR = Path("data/densityflow/moons/seed=0")
 @pytest.fixture(scope="module")
 def moons():
     params = parse_params({"prepare": {"n_synthetic": 400}})
-    return prepare_splits(load_dataset("moons", params), 0, (0.6, 0.2, 0.2))
+    return prepare_splits(dataset_from_params("moons", params), 0, (0.6, 0.2, 0.2))
 
 
 @pytest.fixture(scope="module")

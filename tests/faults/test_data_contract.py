@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recourselab.data import load_dataset, prepare_splits
+from recourselab.data import dataset_from_params, prepare_splits
 from recourselab.data.schema import Schema, encode_rows
 from recourselab.errors import DataError
 
@@ -56,7 +56,7 @@ def test_a_third_target_value_is_an_error_naming_value_count_and_lines(params_fa
     lines = ", ".join(str(_line(r)) for r in rows[:3])
     with pytest.raises(DataError, match=rf"target 'risk' has 3 values.*Not a class: 'unknown' \({n_bad} rows, "
                                         rf"lines {lines}\)") as info:
-        load_dataset("credit", _params(params_factory, tmp_path))
+        dataset_from_params("credit", _params(params_factory, tmp_path))
     assert "on_bad_label: drop" in str(info.value) and "split" not in str(info.value)
 
 
@@ -66,7 +66,7 @@ def test_on_bad_label_drop_is_opt_in_and_logged_with_counts(params_factory, tmp_
     _write(tmp_path, frame)
     params = _params(params_factory, tmp_path, classes=["good", "bad"], on_bad_label="drop")
     with caplog.at_level(logging.WARNING, logger="recourselab.data.datasets"):
-        raw = load_dataset("credit", params)
+        raw = dataset_from_params("credit", params)
     assert len(raw.frame) == N_ROWS - 3 and raw.classes == ["bad", "good"]
     assert f"dropped 3 of {N_ROWS} rows" in caplog.text and "'unknown' (3 rows, lines 7, 19, 42)" in caplog.text
     assert prepare_splits(raw, 0, (0.6, 0.2, 0.2)).schema.classes == ("bad", "good")
@@ -76,7 +76,7 @@ def test_a_declared_multiclass_target_is_accepted(params_factory, tmp_path):
     frame = _credit()
     frame.loc[frame.index[:60], "risk"] = "unknown"
     _write(tmp_path, frame)
-    raw = load_dataset("credit", _params(params_factory, tmp_path, classes=["good", "bad", "unknown"]))
+    raw = dataset_from_params("credit", _params(params_factory, tmp_path, classes=["good", "bad", "unknown"]))
     assert raw.classes == ["bad", "good", "unknown"] and len(raw.frame) == N_ROWS
 
 
@@ -89,7 +89,7 @@ def test_a_ragged_row_is_an_error_with_its_line(params_factory, tmp_path, edit, 
     text[12] = edit(text[12])  # line 13
     path.write_text("\n".join(text) + "\n")
     with pytest.raises(DataError, match=rf"1 row\(s\) do not have the header's 4 fields \(line 13 has {fields}\)"):
-        load_dataset("credit", _params(params_factory, tmp_path))
+        dataset_from_params("credit", _params(params_factory, tmp_path))
 
 
 def test_a_latin1_file_names_the_line_and_the_encoding_option(params_factory, tmp_path):
@@ -97,8 +97,8 @@ def test_a_latin1_file_names_the_line_and_the_encoding_option(params_factory, tm
     frame.loc[20, "city"] = "Zürich"
     (tmp_path / "credit.csv").write_bytes(frame.to_csv(index=False).encode("latin-1"))
     with pytest.raises(DataError, match=r"is not utf-8 text: byte 0xfc on line 22 .*`encoding:`"):
-        load_dataset("credit", _params(params_factory, tmp_path))
-    raw = load_dataset("credit", _params(params_factory, tmp_path, encoding="latin-1"))
+        dataset_from_params("credit", _params(params_factory, tmp_path))
+    raw = dataset_from_params("credit", _params(params_factory, tmp_path, encoding="latin-1"))
     assert raw.frame.loc[20, "city"] == "Zürich" and "Zürich" in raw.levels["city"]
 
 
@@ -108,7 +108,7 @@ def test_an_all_missing_row_is_refused_at_prepare_and_at_explain_time(params_fac
     frame.loc[30, ["age", "income", "city"]] = np.nan
     _write(tmp_path, frame)
     with pytest.raises(DataError, match=r"1 row\(s\) have a label but no feature value \(line 32\)"):
-        load_dataset("credit", _params(params_factory, tmp_path))
+        dataset_from_params("credit", _params(params_factory, tmp_path))
     schema = _schema(params_factory, tmp_path)
     query = pd.DataFrame({"age": [40, np.nan], "income": [2500.0, np.nan], "city": ["Bern", np.nan]})
     problems = schema.check_rows(query)
@@ -131,7 +131,7 @@ def test_age_150_is_an_error_with_bounds_at_prepare_and_at_explain_time(params_f
     frame.loc[57, "age"] = 150
     _write(tmp_path, frame)
     with pytest.raises(DataError, match=r"1 value\(s\) of 'age' outside its bounds \[0, 120\]: 150 on line 59"):
-        load_dataset("credit", _params(params_factory, tmp_path, bounds={"age": [0, 120]}))
+        dataset_from_params("credit", _params(params_factory, tmp_path, bounds={"age": [0, 120]}))
     schema = _schema(params_factory, tmp_path, bounds={"age": [0, 120]})
     schema = Schema.from_dict(schema.to_dict())  # what explain reads back from schema.json
     query = pd.DataFrame({"age": [150, 40], "income": [2500.0, 4000.0], "city": ["Bern", "Chur"]})
@@ -144,5 +144,5 @@ def test_age_150_is_an_error_with_bounds_at_prepare_and_at_explain_time(params_f
 def _schema(params_factory, tmp_path, **decl) -> Schema:
     """The schema that ``prepare`` fits (seed 0) on a clean file."""
     _write(tmp_path, _credit(200), "clean.csv")
-    raw = load_dataset("credit", _params(params_factory, tmp_path, filename="clean.csv", **decl))
+    raw = dataset_from_params("credit", _params(params_factory, tmp_path, filename="clean.csv", **decl))
     return prepare_splits(raw, 0, (0.6, 0.2, 0.2)).schema

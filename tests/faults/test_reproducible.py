@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from recourselab.config import parse_params
-from recourselab.data import load_dataset, prepare_splits
+from recourselab.data import dataset_from_params, prepare_splits
 from recourselab.densityflow import DensityFlow
 from recourselab.io import write_parquet
 from recourselab.models.tuning import Split, tune_model
@@ -38,7 +38,7 @@ TABNET_TOLERANCE = 1e-3
 @pytest.fixture(scope="module")
 def moons():
     params = parse_params({"prepare": {"n_synthetic": 500}})
-    return prepare_splits(load_dataset("moons", params), 0, (0.6, 0.2, 0.2))
+    return prepare_splits(dataset_from_params("moons", params), 0, (0.6, 0.2, 0.2))
 
 
 def tune(moons, name: str, tmp_path, n_threads: int = 1, search: bool = True) -> tuple[bytes, np.ndarray]:

@@ -28,7 +28,7 @@ def test_ablation_variants_are_scored_beside_the_full_method(tmp_path, params_fa
     run_prepare("moons", params, root["prepared"], cache)
     run_tune_ensemble("moons", params, root["prepared"], root["ensemble"], root["metrics"], cache)
     common = dict(dataset="moons", prepared_root=root["prepared"], ensemble_root=root["ensemble"], cache_root=cache)
-    df_module.run(df_module.train_flow_flow, params, out_root=root["densityflow"], **common)
+    df_module.run(df_module.training_flow, params, out_root=root["densityflow"], **common)
     df_module.run(df_module.distill_flow, params, flow_root=root["densityflow"], out_root=root["distill"], **common)
     df_module.run(df_module.generate_flow, params, flow_root=root["distill"], out_root=root["recourse"],
                   metrics_root=root["metrics"], **common)

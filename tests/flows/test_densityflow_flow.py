@@ -30,7 +30,7 @@ def test_densityflow_stages_chain(tmp_path, params_factory, monkeypatch):
     run_tune_ensemble("moons", params, root["prepared"], root["ensemble"], root["metrics"], cache)
 
     common = dict(dataset="moons", prepared_root=root["prepared"], ensemble_root=root["ensemble"], cache_root=cache)
-    df_module.run(df_module.train_flow_flow, params, out_root=root["densityflow"], **common)
+    df_module.run(df_module.training_flow, params, out_root=root["densityflow"], **common)
     trained = root["densityflow"] / "moons" / "seed=0"
     assert {"surrogate.pt", "generator.pt", "densityflow.json", "train_log.parquet", "selection.json",
             "train_flow.json"} <= {p.name for p in trained.iterdir()}
@@ -109,10 +109,10 @@ def test_missing_upstream_outputs_name_the_stage_to_run(tmp_path, params_factory
 
 def test_train_flow_keys_on_the_ensemble_only_with_a_lambda_grid(params_factory, monkeypatch, tmp_path):
     seen = []
-    monkeypatch.setattr(df_module, "_run", lambda *a, **k: seen.append(a[-1]))
+    monkeypatch.setattr(df_module, "run_seeds", lambda *a, **k: seen.append(a[-1]))
     for grid in ({}, {"lambda_cost": [0.2, 0.4]}):
         params = params_factory(datasets=["moons"], train_flow={"lambda_grid": grid})
-        df_module.train_flow_flow.fn(dataset="moons", params=params, prepared_root=tmp_path, ensemble_root=tmp_path,
+        df_module.training_flow.fn(dataset="moons", params=params, prepared_root=tmp_path, ensemble_root=tmp_path,
                                      out_root=tmp_path, cache_root=tmp_path)
     assert seen == [["prepared"], ["prepared", "ensemble"]]  # re-tuning a member does not retrain without a grid
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from recourselab.data import Schema, load_dataset, prepare_splits
+from recourselab.data import Schema, dataset_from_params, prepare_splits
 from recourselab.models.tuning import Split
 
 
@@ -15,7 +15,7 @@ def moons_small():
     from recourselab.config import parse_params
 
     params = parse_params({"prepare": {"n_synthetic": 400}})
-    splits = prepare_splits(load_dataset("moons", params), 0, (0.6, 0.2, 0.2))
+    splits = prepare_splits(dataset_from_params("moons", params), 0, (0.6, 0.2, 0.2))
     return tuple(Split(*splits.arrays(s)) for s in ("train", "val", "test"))
 
 
@@ -24,7 +24,7 @@ def moons_schema() -> Schema:
     from recourselab.config import parse_params
 
     params = parse_params({"prepare": {"n_synthetic": 400}})
-    return prepare_splits(load_dataset("moons", params), 0, (0.6, 0.2, 0.2)).schema
+    return prepare_splits(dataset_from_params("moons", params), 0, (0.6, 0.2, 0.2)).schema
 
 
 def accuracy(model, split: Split) -> float:

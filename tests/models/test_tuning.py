@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from recourselab.config import Params
-from recourselab.data import load_dataset, prepare_splits
+from recourselab.data import dataset_from_params, prepare_splits
 from recourselab.models.registry import ENSEMBLE, FitContext
 from recourselab.models.tuning import Split, tune_model
 
@@ -47,7 +47,7 @@ def test_row_caps_are_honoured(moons_small):
 
 def test_every_default_member_reaches_097_on_moons():
     params = Params()
-    splits = prepare_splits(load_dataset("moons", params), 0, params.prepare.split)
+    splits = prepare_splits(dataset_from_params("moons", params), 0, params.prepare.split)
     train, val, test = (Split(*splits.arrays(s)) for s in ("train", "val", "test"))
     for name in ENSEMBLE:
         spec = getattr(params.models, name)

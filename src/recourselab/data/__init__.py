@@ -6,6 +6,8 @@ from recourselab.data.datasets import (
     SPLITS,
     PreparedSplits,
     RawDataset,
+    dataset_from_params,
+    dataset_options,
     dataset_spec,
     load_dataset,
     load_prepared,
@@ -18,6 +20,6 @@ from recourselab.data.split import stratified_split
 
 __all__ = [
     "BUILTIN_DATASETS", "LABEL", "ROW_ID", "DatasetSpec", "Feature", "PreparedSplits",
-    "RawDataset", "SPLITS", "Schema", "dataset_spec", "load_dataset", "load_prepared",
-    "prepare_splits", "stratified_split", "validate_frame",
+    "RawDataset", "SPLITS", "Schema", "dataset_from_params", "dataset_options", "dataset_spec", "load_dataset",
+    "load_prepared", "prepare_splits", "stratified_split", "validate_frame",
 ]

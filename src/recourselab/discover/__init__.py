@@ -13,23 +13,50 @@ All distances, objective values, UCLs and thresholds are squared Wasserstein-2 q
 (SW^2 on inputs, W^2 on outputs) in the schema's encoded space.
 """
 
-from recourselab.discover.certify import EtaStep, dkw_epsilon, eta_rule, is_feasible, ucl_sw2, ucl_w2
-from recourselab.discover.dce import DCE, TorchClassifier, fit_torch_mlp
-from recourselab.discover.metrics import ares_cost, mmd2, ot_x, ot_y
-from recourselab.discover.ot import (
-    Matching,
-    match,
-    random_directions,
-    sliced_wasserstein_sq,
-    trim_weights,
-    wasserstein_1d_sq,
-)
-from recourselab.discover.proposals import ProposalSpace, sample_cone
-from recourselab.discover.sampling import sample_factuals
-from recourselab.discover.settings import DiscoverSettings
-from recourselab.discover.solver import Discover, DiscoverResult, NotCertifiedWarning
-from recourselab.discover.strategies import STRATEGIES, UnknownStrategyError, get_strategy
-from recourselab.discover.targets import TARGETS, Target, UnknownTargetError, make_target
+from __future__ import annotations
+
+from recourselab.lazy import lazy_exports
+
+#: Public name -> the module that defines it (loaded on first use: :mod:`recourselab.config` reads
+#: :mod:`recourselab.discover.settings` without importing the solver).
+_EXPORTS = {
+    "EtaStep": "recourselab.discover.certify",
+    "dkw_epsilon": "recourselab.discover.certify",
+    "eta_rule": "recourselab.discover.certify",
+    "is_feasible": "recourselab.discover.certify",
+    "ucl_sw2": "recourselab.discover.certify",
+    "ucl_w2": "recourselab.discover.certify",
+    "DCE": "recourselab.discover.dce",
+    "TorchClassifier": "recourselab.discover.dce",
+    "fit_torch_mlp": "recourselab.discover.dce",
+    "ares_cost": "recourselab.discover.metrics",
+    "mmd2": "recourselab.discover.metrics",
+    "ot_x": "recourselab.discover.metrics",
+    "ot_y": "recourselab.discover.metrics",
+    "Matching": "recourselab.discover.ot",
+    "match": "recourselab.discover.ot",
+    "random_directions": "recourselab.discover.ot",
+    "sliced_wasserstein_sq": "recourselab.discover.ot",
+    "trim_weights": "recourselab.discover.ot",
+    "wasserstein_1d_sq": "recourselab.discover.ot",
+    "ProposalSpace": "recourselab.discover.proposals",
+    "sample_cone": "recourselab.discover.proposals",
+    "sample_factuals": "recourselab.discover.sampling",
+    "DiscoverSettings": "recourselab.discover.settings",
+    "Discover": "recourselab.discover.solver",
+    "DiscoverResult": "recourselab.discover.solver",
+    "NotCertifiedWarning": "recourselab.discover.solver",
+    "STRATEGIES": "recourselab.discover.strategies",
+    "UnknownStrategyError": "recourselab.discover.strategies",
+    "get_strategy": "recourselab.discover.strategies",
+    "TARGETS": "recourselab.discover.targets",
+    "Target": "recourselab.discover.targets",
+    "UnknownTargetError": "recourselab.discover.targets",
+    "make_target": "recourselab.discover.targets",
+}
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "DCE", "STRATEGIES", "TARGETS", "Discover", "DiscoverResult", "DiscoverSettings", "EtaStep", "Matching",

@@ -25,12 +25,13 @@ import numpy as np
 from recourselab.data.schema import Schema
 from recourselab.discover.ot import random_directions, sliced_wasserstein_sq, wasserstein_1d_sq
 from recourselab.errors import DataError
+from recourselab.rng import numpy_rng
 
 
 def ot_x(X: np.ndarray, factuals: np.ndarray, *, n_projections: int = 5000, delta: float = 0.1,
          seed: int = 0) -> float:
     """Trimmed SW^2 between counterfactuals and factuals (n, d), seeded directions."""
-    theta = random_directions(X.shape[1], n_projections, np.random.default_rng([seed, 5000]))
+    theta = random_directions(X.shape[1], n_projections, numpy_rng("discover.metric_directions", seed=seed))
     return sliced_wasserstein_sq(X, factuals, theta, delta, chunk=max(1, 2_000_000 // max(len(X), 1)))
 
 
@@ -86,7 +87,7 @@ def w2_reference(a: np.ndarray, b: np.ndarray, *, delta: float = 0.1) -> float:
 def sw2_reference(X: np.ndarray, factuals: np.ndarray, *, n_projections: int = 5000, delta: float = 0.1,
                   seed: int = 0) -> float:
     """:func:`ot_x` (same directions) with :func:`w2_reference` on every projection."""
-    theta = random_directions(X.shape[1], n_projections, np.random.default_rng([seed, 5000]))
+    theta = random_directions(X.shape[1], n_projections, numpy_rng("discover.metric_directions", seed=seed))
     PX, PF = X @ theta.T, factuals @ theta.T
     return float(np.mean([w2_reference(PX[:, k], PF[:, k], delta=delta) for k in range(n_projections)]))
 

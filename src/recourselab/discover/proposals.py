@@ -32,6 +32,7 @@ from scipy.special import betainc, betaincinv
 from recourselab.data.schema import Schema
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.errors import DataError
+from recourselab.rng import numpy_rng
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,8 @@ class ProposalSpace:
                 ang = 2 * math.pi * np.arange(L) / L
                 phases = np.column_stack([np.cos(ang), np.sin(ang)])
                 r = settings.embedding_dim or embedding_dim(L)
-                emb = np.random.default_rng([settings.seed, fi, 7919]).standard_normal((L, r)) / math.sqrt(r)
+                emb = numpy_rng("discover.embedding", seed=settings.seed, feature=fi).standard_normal((L, r))
+                emb /= math.sqrt(r)
                 allowed = np.ones((n, L), dtype=bool)
                 if rule in ("increasing", "decreasing"):
                     cat = CategoricalFeature(f.name, (sl.start, sl.start + 1), phases, emb, allowed)

@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 
 from recourselab.errors import DataError
+from recourselab.rng import numpy_rng
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def sample_factuals(scores: np.ndarray, n: int, *, seed: int = 0, pool: Literal[
         raise DataError(f"the factual sample needs an integer n >= 1 rows, got {n!r}")
     if pool not in ("unfavourable", "all"):
         raise DataError(f"unknown factual pool {pool!r}; valid: unfavourable, all")
-    rng = np.random.default_rng([seed, 6])
+    rng = numpy_rng("discover.factuals", seed=seed)
     candidates = np.flatnonzero(scores < threshold) if pool == "unfavourable" else np.arange(len(scores))
     if len(candidates) >= n:
         return np.sort(rng.choice(candidates, n, replace=False)).astype(np.int64)

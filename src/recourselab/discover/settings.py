@@ -10,48 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from recourselab.errors import ConfigError, did_you_mean
+from recourselab.fields import plain_numbers, problems, setting
 
 ACTIONABILITY = ("increasing", "decreasing", "fixed")
 #: Stopping rules of the outer loop (see ``DiscoverSettings.stop``).
 STOP_RULES = ("stalled", "certified", "ot_y")
 #: Ranges that scale numerical steps (see ``DiscoverSettings.step_range``).
 STEP_RANGES = ("training", "factuals")
-
-
-_TYPE_WORDS = {"int": "an integer", "float": "a finite number", "bool": "True or False", "str": "a string"}
-
-
-def _type_ok(value: Any, base: str) -> bool:
-    """Whether ``value`` is of the settings type ``base`` (no bool for numbers, ints are floats)."""
-    if base == "bool":
-        return isinstance(value, bool | np.bool_)
-    if isinstance(value, bool | np.bool_):
-        return False
-    if base == "int":
-        return isinstance(value, numbers.Integral)
-    if base == "float":
-        return isinstance(value, numbers.Real) and math.isfinite(value)
-    return isinstance(value, str)
-
-
-def _type_problems(settings: Any) -> list[str]:
-    """``"name=value (rule)"`` for every field whose value does not have its annotated type."""
-    wrong = []
-    for f in dataclasses.fields(settings):
-        text = str(f.type)  # e.g. "float | None" (the module uses postponed annotations)
-        base, optional = text.removesuffix(" | None"), text.endswith(" | None")
-        value = getattr(settings, f.name)
-        if base in _TYPE_WORDS and not (optional and value is None) and not _type_ok(value, base):
-            wrong.append(f"{f.name}={value!r} ({_TYPE_WORDS[base]}{' or None' if optional else ''})")
-    return wrong
 
 
 @dataclass(frozen=True)
@@ -80,7 +50,9 @@ class DiscoverSettings:
     paper's *reference* speed configuration is N 10, T 20, M 10, k 3, h 3 (step 0.1, the
     released code's ``continuous_step``).
     strategy : proposal strategy, a key of :data:`~recourselab.discover.strategies.STRATEGIES`
-        (``"monte_carlo"`` or ``"genetic"``). Default ``"monte_carlo"``.
+        (``"monte_carlo"`` or ``"genetic"``), checked against that registry by the solver (and
+        at stage start-up by :func:`recourselab.pipeline.validate.validate_params`). Default
+        ``"monte_carlo"``.
     recombine : also score the row-wise recombination of the evaluated candidates (each
         editable row takes its edit with the lowest row score q_i under the fixed plans, or
         stays put); it reuses known model scores (no extra query) and is kept only if its
@@ -175,103 +147,73 @@ class DiscoverSettings:
     seed : seed of directions, embeddings, proposals (same seed, same result). Default 0.
     """
 
-    n_projections: int = 10
-    resample_directions: bool = False
-    top_k: int = 3
-    h: int = 1
-    trials: int = 200
-    max_iter: int = 100
-    strategy: str = "monte_carlo"
-    recombine: bool = True
-    delta: float = 0.01
-    alpha: float = 0.05
-    U_x: float | None = None
-    U_y: float | None = None
-    U_x_margin: float = 0.25
-    U_y_margin: float = 0.15
-    eta_l: float = 0.2
-    eta_r: float = 1.0
-    kappa: float = 0.05
-    stop: str = "stalled"
-    stop_ot_y: float | None = None
-    patience: int = 5
-    tol: float = 1e-6
-    cone_angle: float = math.pi / 4
-    step: float = 0.2
-    step_range: str = "training"
-    categorical_step: float = 1.2
-    temperature: float = 2.0
-    embedding_dim: int | None = None
-    guidance: bool = True
-    edit_numerical: bool = True
-    edit_categorical: bool = True
-    actionability: Mapping[str, str] = field(default_factory=dict)
-    generations: int = 3
-    crossover_prob: float = 0.8
-    gene_swap_prob: float = 0.5
-    mutation_prob: float = 0.5
-    elite: int = 2
-    metric_projections: int = 5000
-    metric_delta: float = 0.1
-    holdout_sets: int = 100
-    mmd_sigma: float = 1.0
-    max_elements: int = 4_000_000
-    budget: str = "discover"
-    seed: int = 0
+    n_projections: int = setting(10, ge=1)
+    resample_directions: bool = setting(False)
+    top_k: int = setting(3, ge=1)
+    h: int = setting(1, ge=1)
+    trials: int = setting(200, ge=1)
+    max_iter: int = setting(100, ge=0)
+    strategy: str = setting("monte_carlo")
+    recombine: bool = setting(True)
+    delta: float = setting(0.01, gt=0, lt=0.5)
+    alpha: float = setting(0.05, gt=0, lt=1)
+    U_x: float | None = setting(None, gt=0)
+    U_y: float | None = setting(None, gt=0)
+    U_x_margin: float = setting(0.25, ge=0)
+    U_y_margin: float = setting(0.15, ge=0)
+    eta_l: float = setting(0.2, ge=0, le=1)
+    eta_r: float = setting(1.0, ge=0, le=1)
+    kappa: float = setting(0.05, ge=0, lt=1)
+    stop: str = setting("stalled", choices=STOP_RULES)
+    stop_ot_y: float | None = setting(None, ge=0)
+    patience: int = setting(5, ge=1)
+    tol: float = setting(1e-6, ge=0)
+    cone_angle: float = setting(math.pi / 4, gt=0, le=math.pi)
+    step: float = setting(0.2, gt=0)
+    step_range: str = setting("training", choices=STEP_RANGES)
+    categorical_step: float = setting(1.2, ge=0)
+    temperature: float = setting(2.0, gt=0)
+    embedding_dim: int | None = setting(None, ge=1)
+    guidance: bool = setting(True)
+    edit_numerical: bool = setting(True)
+    edit_categorical: bool = setting(True)
+    actionability: Mapping[str, str] = setting(factory=dict, choices=ACTIONABILITY)
+    generations: int = setting(3, ge=1)
+    crossover_prob: float = setting(0.8, ge=0, le=1)
+    gene_swap_prob: float = setting(0.5, ge=0, le=1)
+    mutation_prob: float = setting(0.5, ge=0, le=1)
+    elite: int = setting(2, ge=0)
+    metric_projections: int = setting(5000, ge=1)
+    metric_delta: float = setting(0.1, ge=0, lt=0.5)
+    holdout_sets: int = setting(100, ge=0)
+    mmd_sigma: float = setting(1.0, gt=0)
+    max_elements: int = setting(4_000_000, ge=1)
+    budget: str = setting("discover")
+    seed: int = setting(0, ge=0)
 
     def __post_init__(self) -> None:
-        wrong = _type_problems(self)
-        if wrong:
-            raise ConfigError(f"invalid DISCOVER settings: {'; '.join(wrong)}")
-        for f in dataclasses.fields(self):  # numpy scalars -> Python numbers (JSON-safe metadata)
-            if isinstance(getattr(self, f.name), np.generic):
-                object.__setattr__(self, f.name, getattr(self, f.name).item())
-        if isinstance(self.actionability, Mapping):  # a snapshot: later edits of the caller's dict do not leak in
-            object.__setattr__(self, "actionability", dict(self.actionability))
-        checks = [
-            ("n_projections", self.n_projections >= 1), ("top_k", self.top_k >= 1), ("h", self.h >= 1),
-            ("trials", self.trials >= 1), ("max_iter", self.max_iter >= 0),
-            ("delta", 0.0 < self.delta < 0.5), ("alpha", 0.0 < self.alpha < 1.0),
-            ("U_x", self.U_x is None or self.U_x > 0), ("U_y", self.U_y is None or self.U_y > 0),
-            ("U_x_margin", self.U_x_margin >= 0), ("U_y_margin", self.U_y_margin >= 0),
-            ("eta_l", 0.0 <= self.eta_l <= self.eta_r <= 1.0), ("kappa", 0.0 <= self.kappa < 1.0),
-            ("patience", self.patience >= 1), ("tol", self.tol >= 0),
-            ("cone_angle", 0.0 < self.cone_angle <= math.pi), ("step", self.step > 0),
-            ("categorical_step", self.categorical_step >= 0), ("temperature", self.temperature > 0),
-            ("embedding_dim", self.embedding_dim is None or self.embedding_dim >= 1),
-            ("generations", self.generations >= 1), ("crossover_prob", 0 <= self.crossover_prob <= 1),
-            ("gene_swap_prob", 0 <= self.gene_swap_prob <= 1),
-            ("mutation_prob", 0 <= self.mutation_prob <= 1),
-            ("elite", self.elite >= 0), ("metric_projections", self.metric_projections >= 1),
-            ("metric_delta", 0.0 <= self.metric_delta < 0.5), ("holdout_sets", self.holdout_sets >= 0),
-            ("mmd_sigma", self.mmd_sigma > 0),
-            ("max_elements", self.max_elements >= 1), ("seed", self.seed >= 0),
-        ]
-        bad = [name for name, ok in checks if not ok]
-        if bad:
-            values = {name: getattr(self, name) for name in bad}
-            raise ConfigError(f"invalid DISCOVER settings: {values} (see DiscoverSettings for valid ranges)")
-        if not (self.edit_numerical or self.edit_categorical):
-            raise ConfigError("DISCOVER settings: edit_numerical and edit_categorical cannot both be False")
+        plain_numbers(self)  # numpy scalars -> Python numbers (JSON-safe metadata)
         if not isinstance(self.actionability, Mapping):
             raise ConfigError(f"DISCOVER settings: actionability must map feature names to rules "
                               f"({', '.join(ACTIONABILITY)}), got {type(self.actionability).__name__}")
+        # a snapshot: later edits of the caller's dict do not leak in
+        object.__setattr__(self, "actionability", dict(self.actionability))
         for name, rule in self.actionability.items():
             if rule not in ACTIONABILITY:
                 raise ConfigError(f"actionability of {name!r}: unknown rule {rule!r}; valid: "
                                   f"{', '.join(ACTIONABILITY)}")
-        if self.step_range not in STEP_RANGES:
-            raise ConfigError(f"unknown DISCOVER step_range {self.step_range!r}; valid: {', '.join(STEP_RANGES)}")
-        if self.stop not in STOP_RULES:
-            raise ConfigError(f"unknown DISCOVER stop rule {self.stop!r}; valid: {', '.join(STOP_RULES)}")
+        wrong = problems(self)
+        if wrong:
+            raise ConfigError(f"invalid DISCOVER settings: {'; '.join(wrong)}")
+        if self.eta_l > self.eta_r:
+            raise ConfigError(f"DISCOVER settings: eta_l ({self.eta_l}) must not exceed eta_r ({self.eta_r})")
+        if not (self.edit_numerical or self.edit_categorical):
+            raise ConfigError("DISCOVER settings: edit_numerical and edit_categorical cannot both be False")
         if (self.stop == "ot_y") != (self.stop_ot_y is not None):
             raise ConfigError("DISCOVER settings: stop_ot_y (an OT(y) level >= 0) is required with stop='ot_y' "
                               f"and only used there (got stop={self.stop!r}, stop_ot_y={self.stop_ot_y!r})")
-        if self.stop_ot_y is not None and not self.stop_ot_y >= 0:
-            raise ConfigError(f"invalid DISCOVER settings: {{'stop_ot_y': {self.stop_ot_y!r}}} (must be >= 0)")
-        from recourselab.discover.strategies import get_strategy
-
-        get_strategy(self.strategy)  # unknown names list the valid ones
+        if not self.strategy:
+            raise ConfigError("DISCOVER settings: strategy must name a proposal strategy (e.g. 'monte_carlo')")
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> DiscoverSettings:

@@ -48,12 +48,13 @@ from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_
 from recourselab.discover.ot import Matching, match, random_directions, sorted_projections, trim_weights
 from recourselab.discover.proposals import ProposalSpace, check_actionability
 from recourselab.discover.settings import DiscoverSettings
-from recourselab.discover.strategies import Evaluation, SearchContext, make_strategy
+from recourselab.discover.strategies import Evaluation, SearchContext, get_strategy, make_strategy
 from recourselab.discover.targets import Target, make_target
 from recourselab.errors import DataError
 from recourselab.methods.base import Counterfactuals
 from recourselab.models.oracle import QueryBudgetExceeded
 from recourselab.progress import bar
+from recourselab.rng import numpy_rng
 
 logger = logging.getLogger(__name__)
 
@@ -346,8 +347,8 @@ def directions_at(d: int, s: DiscoverSettings, t: int) -> np.ndarray:
     Not ``[seed, 0]``: numpy's SeedSequence drops trailing zeros, so that would be the stream of
     ``default_rng(seed)``, which a target or factual sample of the same seed may use."""
     if t == 0 or not s.resample_directions:
-        return random_directions(d, s.n_projections, np.random.default_rng([s.seed, 4]))
-    return random_directions(d, s.n_projections, np.random.default_rng([s.seed, 2, t]))
+        return random_directions(d, s.n_projections, numpy_rng("discover.directions", seed=s.seed))
+    return random_directions(d, s.n_projections, numpy_rng("discover.directions_at", seed=s.seed, t=t))
 
 
 class _Objective:
@@ -476,6 +477,7 @@ class Discover:
         self.settings = DiscoverSettings.from_kwargs(
             n_projections=n_projections, top_k=top_k, h=h, trials=trials, max_iter=max_iter,
             strategy=strategy, seed=seed, **options)
+        get_strategy(self.settings.strategy)  # an unknown name lists the registered ones
         self.model = model
         self.schema = schema
         self._queries = 0
@@ -555,7 +557,7 @@ class Discover:
         Xf, yf, tgt, ystar, theta, w = run.Xf, run.yf, run.target, run.ystar, run.theta, run.w
         ref_x, ref_y, U_x, U_y = run.ref_x, run.ref_y, run.U_x, run.U_y
         n, d = Xf.shape
-        rng = np.random.default_rng([s.seed, 1])
+        rng = numpy_rng("discover.proposals", seed=s.seed)
         obj = _Objective(theta, ref_x, ref_y, w, s.max_elements)
         space = run.space
         strategy = make_strategy(s.strategy, s)

@@ -126,8 +126,8 @@ def run_command(args: argparse.Namespace) -> int:
     ``--params`` and ``--data-root`` default to ``params.yaml`` and ``data/`` at the project root
     (the folder at or above the current one holding ``dvc.yaml``), else in the current folder.
     """
-    from recourselab.config import load_params
     from recourselab.pipeline.project import project_root
+    from recourselab.pipeline.validate import load_checked_params
 
     try:
         root = project_root()
@@ -138,7 +138,7 @@ def run_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"params file not found: {params_path}; pass --params FILE (the parameters the artifacts "
                           "were made with)")
     result = explain(args.input, dataset=args.dataset, seed=args.seed, method=args.method, model=args.model,
-                     budget=args.budget, params=load_params(params_path),
+                     budget=args.budget, params=load_checked_params(params_path),
                      data_root=args.data_root if args.data_root is not None else root / "data")
     text = render(result, args.format)
     if args.out is not None:

@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from recourselab.config import Params, available_profiles, load_params, read_yaml, render_profile
+from recourselab.config import Params, available_profiles, read_yaml, render_profile
 from recourselab.errors import RecourselabError
+from recourselab.pipeline.validate import load_checked_params, validate_params
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def check_profile(params: Params, root: Path) -> None:
     """Render the profile ``params.yaml`` names (when it is one of the project's profiles), so a
     broken ``profiles/<name>.yaml`` is reported before a run, not at the next `recourselab profile`."""
     if params.profile in available_profiles(root):
-        render_profile(params.profile, root)
+        validate_params(render_profile(params.profile, root), f"profile {params.profile!r}")
     else:
         log.debug("params.yaml names profile %r, which has no profiles/%s.yaml", params.profile, params.profile)
 
@@ -109,10 +110,10 @@ def check_datasets(params: Params) -> None:
     DataError
         The first dataset whose source is missing or invalid, with the loader's message.
     """
-    from recourselab.data import load_dataset
+    from recourselab.data import dataset_from_params
 
     for name in params.datasets:
-        load_dataset(name, params)
+        dataset_from_params(name, params)
 
 
 def check_project(root: str | Path) -> Params:
@@ -127,7 +128,7 @@ def check_project(root: str | Path) -> Params:
         The validated ``params.yaml``.
     """
     root = Path(root)
-    params = load_params(root / "params.yaml")
+    params = load_checked_params(root / "params.yaml")
     check_profile(params, root)
     check_declared_inputs(root, params)
     check_datasets(params)

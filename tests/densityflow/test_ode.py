@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from recourselab.densityflow.flow import VelocityField, integrate
+from recourselab.densityflow.ode import VelocityField, integrate
 
 
 class ConstantField(VelocityField):

@@ -1,4 +1,4 @@
-"""stages._common: outputs swapped in only after success, the run log, the one-line Prefect timeout error."""
+"""recourselab.pipeline.stage: outputs swapped in only after success, the run log, the Prefect timeout error."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 import pytest
 
 from recourselab.errors import DataError
+from recourselab.pipeline import stage as _common
+from recourselab.pipeline.stage import staged_outputs
 from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log
-from stages import _common
-from stages._common import staged_outputs
 
 
 def _tree(root):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from recourselab.config import parse_params
-from stages._common import cache_root
+from recourselab.pipeline.stage import cache_root
 
 
 def test_cache_root_expands_the_home_folder_and_reads_relative_paths_from_the_params_folder(tmp_path):

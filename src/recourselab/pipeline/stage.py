@@ -1,4 +1,7 @@
-"""Argument parsing, logging, output staging and the run log shared by the stage scripts."""
+"""Argument parsing, logging, output staging and the run log shared by the stage scripts (``stages/*.py``).
+
+Importable from the installed package; the scripts under ``stages/`` are thin entry points for DVC.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +18,13 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from recourselab.config import Params, load_params
+from recourselab.config import Params
 from recourselab.data.registry import BUILTIN_DATASETS
 from recourselab.errors import ConfigError, RecourselabError, did_you_mean, quiet_known_tracebacks
 from recourselab.io import FILE_MODE
 from recourselab.orchestration import LOG_FORMAT
 from recourselab.pipeline.summary import RUN_LOG_ENV, append_stage_run
+from recourselab.pipeline.validate import load_checked_params
 
 log = logging.getLogger("recourselab.stages")
 
@@ -51,7 +55,7 @@ def setup(args: argparse.Namespace, *, prefect: bool = True) -> Params:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     quiet_known_tracebacks()  # each failure is reported once, by `guarded`, naming its task
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", EPHEMERAL_STARTUP_TIMEOUT_S)
-    params = load_params(args.params)
+    params = load_checked_params(args.params)
     others = [n for n in [*BUILTIN_DATASETS, *params.data.custom] if n not in params.datasets]
     known = [*params.datasets, *others]
     if args.dataset not in known:  # a typo: name it before a stage looks for its upstream folders
