@@ -15,8 +15,17 @@ breakpoints at ``j/n`` and ``j/n -/+ eps``: the integral is computed **exactly**
 grid (no quadrature error). Because ``D(u) >= |F_a^{-1}(u) - F_b^{-1}(u)|`` at every ``u``
 and the same grid holds the breakpoints of the empirical distance, ``UCL >= W^2_delta``
 holds exactly. The input side averages the per-direction UCLs, each at level
-``alpha / N`` (Bonferroni over the ``N`` directions). This is the DKW variant; no
-bootstrap is used.
+``alpha / N`` (Bonferroni over the ``N`` directions).
+
+Bootstrap bound (the DISCOVER reference code's rule, **unsquared**). ``T_d(a, b)`` trims each
+sample at its own ``d`` and ``1 - d`` quantiles (linear interpolation, ties at the cut kept),
+puts uniform mass on the kept points and takes the exact squared-distance OT cost divided by
+``1 - 2 d`` (:func:`trimmed_ot_sq`). With ``B`` fixed resampling index vectors,
+``W = T_d(a, b)``, ``D_b = T_d(a*_b, b*_b) - W`` and ``upper = W - quantile_{level/2}(D)``
+(the basic, reverse-percentile bootstrap); the bound is ``sqrt(upper)`` (0 when ``upper < 0``),
+see :func:`bootstrap_bound`. The input side combines the per-direction bounds at level
+``alpha / N`` as ``sqrt(mean_k bound_k^2)`` (:func:`bootstrap_sw`). It is an asymptotic bound,
+not a finite-sample one (docs/reference/certificates.md).
 """
 
 from __future__ import annotations
@@ -98,6 +107,100 @@ def ucl_sw2(P_sorted: np.ndarray, ref_sorted: np.ndarray, delta: float, alpha: f
     return float(np.mean(ucl_w2(P_sorted, ref_sorted, delta, alpha / N)))
 
 
+#: Confidence rules of the certificate (``DiscoverSettings.certificate``): the scale of their bounds.
+CERTIFICATES = {"dkw": "squared", "bootstrap": "unsquared"}
+
+
+def _own_quantile_block(s_sorted: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """First and one-past-last index (...,) of the values of sorted samples (..., n) between their own
+    ``delta`` and ``1 - delta`` quantiles (linear interpolation; ties at a cut stay in)."""
+    lo, hi = np.quantile(s_sorted, [delta, 1.0 - delta], axis=-1)
+    start = (s_sorted < lo[..., None]).sum(axis=-1)
+    stop = (s_sorted <= hi[..., None]).sum(axis=-1)
+    return start, stop
+
+
+def trimmed_ot_sq(a: np.ndarray, b: np.ndarray, delta: float, *, presorted: bool = False) -> np.ndarray:
+    """``T_d(a, b)``: each sample trimmed at its own quantiles, exact 1-D OT of the kept points, / (1 - 2 d).
+
+    Parameters
+    ----------
+    a, b : ndarrays (..., n) and (..., m) with the same leading axes.
+    delta : trimming constant d in ``[0, 1/2)``.
+    presorted : the last axes are already sorted ascending.
+
+    Returns
+    -------
+    ndarray (...) (a float for 1-D input), squared units. The kept sets have sizes p and q; the
+    cost integrates ``(F_A^{-1}(u) - F_B^{-1}(u))^2`` over the merged breakpoints ``i/p`` and ``j/q``,
+    exactly (the sorted matching when p = q).
+    """
+    if not 0.0 <= delta < 0.5:
+        raise DataError(f"trimming constant delta must be in [0, 1/2), got {delta}")
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if not presorted:
+        a, b = np.sort(a, axis=-1), np.sort(b, axis=-1)
+    sa, ea = _own_quantile_block(a, delta)
+    sb, eb = _own_quantile_block(b, delta)
+    p, q = (ea - sa)[..., None], (eb - sb)[..., None]
+    cuts = np.concatenate([np.minimum(np.arange(a.shape[-1] + 1) / p, 1.0),
+                           np.minimum(np.arange(b.shape[-1] + 1) / q, 1.0)], axis=-1)
+    cuts.sort(axis=-1)
+    length = np.diff(cuts, axis=-1)
+    mid = 0.5 * (cuts[..., 1:] + cuts[..., :-1])
+    ia = sa[..., None] + np.clip(np.ceil(mid * p).astype(np.int64) - 1, 0, p - 1)
+    ib = sb[..., None] + np.clip(np.ceil(mid * q).astype(np.int64) - 1, 0, q - 1)
+    gap = np.take_along_axis(a, ia, axis=-1) - np.take_along_axis(b, ib, axis=-1)
+    out = (length * gap ** 2).sum(axis=-1) / (1.0 - 2.0 * delta)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def bootstrap_indices(n: int, m: int, resamples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``resamples`` resampling index vectors for samples of sizes n and m: shapes (B, n), (B, m)."""
+    return rng.integers(0, n, (resamples, n)), rng.integers(0, m, (resamples, m))
+
+
+def bootstrap_bound(a: np.ndarray, b: np.ndarray, delta: float, level: float, idx_a: np.ndarray,
+                    idx_b: np.ndarray) -> np.ndarray:
+    """Basic-bootstrap upper bound of ``sqrt(T_d(a, b))`` (unsquared), batched over leading axes.
+
+    Parameters
+    ----------
+    a, b : samples (..., n), (..., m).
+    delta : trimming constant of :func:`trimmed_ot_sq`.
+    level : ``1 - level`` is the confidence; the bootstrap quantile is taken at ``level / 2``.
+    idx_a, idx_b : resampling indices (B, n), (B, m), the same for every call of a run.
+
+    Returns
+    -------
+    ndarray (...) (a float for 1-D input): ``sqrt(max(W - quantile_{level/2}(D), 0))`` with
+    ``W = T_d(a, b)`` and ``D_b = T_d(a[idx_a_b], b[idx_b_b]) - W``.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    W = np.asarray(trimmed_ot_sq(a, b, delta))
+    ra = np.sort(a[..., idx_a], axis=-1)  # (..., B, n)
+    rb = np.sort(b[..., idx_b], axis=-1)
+    D = trimmed_ot_sq(ra, rb, delta, presorted=True) - W[..., None]
+    upper = W - np.quantile(D, level / 2.0, axis=-1)
+    out = np.sqrt(np.maximum(upper, 0.0))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def bootstrap_sw(P: np.ndarray, ref: np.ndarray, delta: float, alpha: float, idx_a: np.ndarray,
+                 idx_b: np.ndarray) -> float:
+    """Input-side bootstrap bound: ``sqrt(mean_k bound_k^2)`` over the N directions, each at level ``alpha / N``.
+
+    Parameters
+    ----------
+    P, ref : projections of the current and the factual rows, shape (N, n) each (any order).
+    """
+    N = P.shape[0]
+    bounds = bootstrap_bound(P, ref, delta, alpha / N, idx_a, idx_b)
+    return float(np.sqrt(np.mean(np.square(bounds))))
+
+
 @dataclass(frozen=True)
 class EtaStep:
     """One application of DCE's eta rule with interval narrowing.
@@ -169,4 +272,5 @@ def first_certified(log: pd.DataFrame) -> int | None:
     return int(np.argmax(ok)) if ok.any() else None
 
 
-__all__ = ["EtaStep", "dkw_epsilon", "eta_rule", "first_certified", "is_feasible", "ucl_sw2", "ucl_w2"]
+__all__ = ["CERTIFICATES", "EtaStep", "bootstrap_bound", "bootstrap_indices", "bootstrap_sw", "dkw_epsilon",
+           "eta_rule", "first_certified", "is_feasible", "trimmed_ot_sq", "ucl_sw2", "ucl_w2"]

@@ -1,0 +1,315 @@
+"""DISCOVER side by side with the public reference implementation, on its own COMPAS problem.
+
+The problem is rebuilt from ``../shared/reference/discover_compas`` (see its README): the
+official split and standardization per problem seed, the LightGBM retrained with the stated
+settings (checked bit for bit against the logged f(X')), the factual rows and the exact y*.
+Problem seeds 42, 123 and 7 come from the shared files; other seeds (1-5, never tuned on) are
+built the same way from the filtered table: ``train_test_split(test_size=0.2, random_state=seed)``
+on the rows sorted by ``row_id``, ddof=1 standardization on the train rows, ``sample(n,
+random_state=seed)`` of the test rows, and y* = Beta(0.1, 0.9) from torch after
+``torch.manual_seed(seed)``.
+
+recourselab sees the problem through a schema with the four one-hot groups as real categoricals
+(Sex, Age_Cat, Race, C_Charge_Degree) and Priors_Count, Time_Served as integer numericals, none
+immutable (the reference edits every column); the model wrapper turns encoded rows back into the
+15 standardized columns. The input-side transport of the search runs in those 15 columns
+(``Discover(embed=...)``), the space of the reference metric. Same N/T/M/k/h as the reference
+(N 10, T 20 logged iterates = 19 steps, M 10, k 3, h 3; n 200: T 5), delta 0.1, alpha 0.05,
+the bootstrap certificate with U_1 = 0.8 and U_2 = 0.5 (unsquared).
+
+Scoring uses the reference definitions, re-implemented and checked against the official logs
+before any run (iteration 0 of every run and every saved b2 iterate): OT_X (5000 directions from
+``np.random.seed(seed)``), OT_Y, and the reference certificate (basic bootstrap, B 200, indices
+from ``np.random.seed(seed)``, directions = the first 10 of the 5000). Each run is also scored by
+recourselab's own verdicts (DKW and bootstrap on the run's directions). Time: process CPU time of
+``Discover.solve`` (search plus the returned iterate's metrics), next to the reference's CPU time.
+
+Writes bench/results/discover_reference.json and bench/results/discover_reference.md.
+Run: ``python bench/discover_reference.py [--problems 42,123,7] [--n 50] [--solver-seeds 0-10]
+[--config NAME] [--quick]`` (default: the acceptance tables: seeds 42, 123, 7 at n 50 and n 200,
+seeds 1-5 at n 50, 11 solver seeds each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE_DIR = Path(os.environ.get("RECOURSELAB_REFERENCE_DIR", REPO.parent / "shared" / "reference"
+                                    / "discover_compas"))
+
+from recourselab.data.schema import Feature, Schema  # noqa: E402
+from recourselab.discover import Discover, NotCertifiedWarning, make_target  # noqa: E402
+from recourselab.discover.certify import bootstrap_bound, trimmed_ot_sq  # noqa: E402
+from recourselab.io import write_bytes  # noqa: E402
+
+log = logging.getLogger("bench.discover_reference")
+OUT_JSON = REPO / "bench" / "results" / "discover_reference.json"
+OUT_MD = REPO / "bench" / "results" / "discover_reference.md"
+
+GROUPS = {
+    "Sex": ("Female", "Male"),
+    "Age_Cat": ("Less than 25", "25 - 45", "Greater than 45"),
+    "Race": ("African-American", "Asian", "Caucasian", "Hispanic", "Native American", "Other"),
+    "C_Charge_Degree": ("F", "M"),
+}
+NUMERIC = ("Priors_Count", "Time_Served")
+COLUMNS = tuple(f"{g} = {v}" for g, levels in GROUPS.items() for v in levels) + NUMERIC
+DELTA, ALPHA, U_1, U_2, N_DIR, B, L = 0.1, 0.05, 0.8, 0.5, 10, 200, 5000
+SHARED_SEEDS = (42, 123, 7)
+#: The reference's search budget: N, M, k, h; T logged iterates (T - 1 steps) per n.
+BUDGET = {"n_projections": N_DIR, "trials": 10, "top_k": 3, "h": 3}
+T_OF_N = {50: 20, 200: 5}
+#: recourselab's settings on this problem besides the budget (the defaults otherwise).
+BASE = {"delta": DELTA, "alpha": ALPHA, "certificate": "bootstrap", "U_x": U_1, "U_y": U_2, "step": 0.1,
+        "holdout_sets": 0}
+CONFIGS: dict[str, dict[str, Any]] = {
+    "default": {},
+}
+
+
+# ---------------------------------------------------------------------------------------------- problem
+@dataclass(frozen=True)
+class Problem:
+    """One reference problem: standardized factuals Xs (n, 15), y* (n,) float32, the model and the schema."""
+
+    seed: int
+    n: int
+    mean: np.ndarray
+    std: np.ndarray
+    model: Any
+    Xs: np.ndarray
+    ystar: np.ndarray
+    schema: Schema
+    shared: bool
+
+    def standardized(self, X: np.ndarray) -> np.ndarray:
+        """Encoded rows (m, d) of :attr:`schema` -> the 15 standardized reference columns (m, 15)."""
+        frame_cols = []
+        for g, levels in GROUPS.items():
+            codes = self.schema.decode_categorical(X, g)
+            frame_cols.append(np.eye(len(levels))[codes])
+        sl = self.schema.slices()
+        frame_cols.append(np.column_stack([X[:, sl[name].start] for name in NUMERIC]))
+        raw01 = np.hstack(frame_cols)
+        out = raw01.copy()
+        k = len(COLUMNS) - len(NUMERIC)
+        out[:, :k] = (raw01[:, :k] - self.mean[:k]) / self.std[:k]
+        return out
+
+    def encoded(self, Xs: np.ndarray) -> np.ndarray:
+        """15 standardized columns (m, 15) with valid one-hot groups -> encoded rows of :attr:`schema`."""
+        raw = Xs * self.std + self.mean
+        frame = {}
+        start = 0
+        for g, levels in GROUPS.items():
+            block = np.rint(raw[:, start:start + len(levels)])
+            if not (block.sum(axis=1) == 1).all():
+                raise ValueError(f"rows without exactly one active level in group {g}")
+            frame[g] = np.asarray(levels, dtype=object)[block.argmax(axis=1)]
+            start += len(levels)
+        for j, name in enumerate(NUMERIC):
+            frame[name] = np.rint(raw[:, start + j])
+        return self.schema.transform(pd.DataFrame(frame))
+
+    def scores(self, Xs: np.ndarray) -> np.ndarray:
+        """f(x) = predict_proba(x)[:, 1] on standardized rows (m, 15), input and output float32."""
+        return self.model.booster_.predict(np.asarray(Xs, dtype=np.float32)).astype(np.float32)
+
+
+class ReferenceModel:
+    """The reference LightGBM behind recourselab's encoded rows: ``predict_proba(X (m, d)) -> (m, 2)``."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        f = self.problem.scores(self.problem.standardized(np.asarray(X, dtype=float))).astype(float)
+        return np.column_stack([1.0 - f, f])
+
+
+def make_schema(raw_train: pd.DataFrame, mean: np.ndarray, std: np.ndarray, lo: np.ndarray,
+                hi: np.ndarray) -> Schema:
+    """4 categoricals (levels in the reference order) + 2 integer numericals standardized like the reference."""
+    feats = []
+    for g, levels in GROUPS.items():
+        counts = raw_train[[f"raw: {g} = {v}" for v in levels]].sum().to_numpy()
+        feats.append(Feature(name=g, kind="categorical", levels=levels, mode=levels[int(np.argmax(counts))]))
+    for j, name in enumerate(NUMERIC):
+        c = len(COLUMNS) - len(NUMERIC) + j
+        feats.append(Feature(name=name, kind="numerical", integer=True, median=float(raw_train[f"raw: {name}"].median()),
+                             mean=float(mean[c]), std=float(std[c]), lower=float(lo[j]), upper=float(hi[j])))
+    return Schema(dataset="compas_reference", target="Status", classes=(0, 1), features=tuple(feats))
+
+
+def _fit_lgbm(train: pd.DataFrame, seed: int) -> Any:
+    from lightgbm import LGBMClassifier
+
+    model = LGBMClassifier(n_estimators=100, random_state=seed, verbose=-1)
+    model.fit(train[list(COLUMNS)], train["Status"])
+    return model
+
+
+def load_problem(seed: int, n: int) -> Problem:
+    """The shared problem of seed 42, 123 or 7 (files), or one rebuilt the same way for another seed."""
+    if seed in SHARED_SEEDS:
+        table = pd.read_parquet(REFERENCE_DIR / f"compas_official_split_seed{seed}.parquet")
+        st = json.loads((REFERENCE_DIR / f"standardization_seed{seed}.json").read_text())
+        mean = np.array([st["mean"][c] for c in COLUMNS])
+        std = np.array([st["std"][c] for c in COLUMNS])
+        rng_ = st["mc_global_ranges"]["continuous"]
+        lo = np.array([rng_[c]["raw_min"] for c in NUMERIC])
+        hi = np.array([rng_[c]["raw_max"] for c in NUMERIC])
+        train = table[table["split"] == "train"].sort_values("position_in_split")
+        test = table[table["split"] == "test"].sort_values("position_in_split").reset_index(drop=True)
+        fact = json.loads((REFERENCE_DIR / f"factuals_seed{seed}_n{n}.json").read_text())
+        Xs = np.asarray(fact["X_factual_standardized"], dtype=float)
+        pos = np.asarray(fact["test_position"])
+        if not np.array_equal(test.loc[pos, list(COLUMNS)].to_numpy(), Xs):
+            raise ValueError(f"seed {seed}: the factual file does not match the test rows of the split")
+        ystar = np.asarray(json.loads((REFERENCE_DIR / f"y_target_seed{seed}_n{n}.json").read_text())["y_target"],
+                           dtype=np.float32)
+        shared = True
+    else:
+        train, test, mean, std, lo, hi = _rebuild_split(seed)
+        Xs = test[list(COLUMNS)].sample(n, random_state=seed).to_numpy(dtype=float)
+        ystar = _torch_beta(seed, n)
+        shared = False
+    model = _fit_lgbm(train, seed)
+    schema = make_schema(train, mean, std, lo, hi)
+    return Problem(seed=seed, n=n, mean=mean, std=std, model=model, Xs=Xs, ystar=ystar, schema=schema,
+                   shared=shared)
+
+
+def _rebuild_split(seed: int) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    from sklearn.model_selection import train_test_split
+
+    table = pd.read_parquet(REFERENCE_DIR / "compas_official_split_seed42.parquet").sort_values("row_id")
+    table = table.reset_index(drop=True)
+    raw = table[[f"raw: {c}" for c in COLUMNS]].to_numpy(dtype=float)
+    train_idx, test_idx = train_test_split(np.arange(len(table)), test_size=0.2, random_state=seed)
+    mean = raw[train_idx].mean(axis=0)
+    std = raw[train_idx].std(axis=0, ddof=1)
+    z = (raw - mean) / std
+    full = table.copy()
+    full[list(COLUMNS)] = z
+    lo = raw[:, -len(NUMERIC):].min(axis=0)
+    hi = raw[:, -len(NUMERIC):].max(axis=0)
+    return (full.iloc[train_idx].reset_index(drop=True), full.iloc[test_idx].reset_index(drop=True), mean, std,
+            lo, hi)
+
+
+def _torch_beta(seed: int, n: int) -> np.ndarray:
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.distributions.Beta(torch.tensor([0.1]), torch.tensor([0.9])).sample((n,)).reshape(-1).numpy() \
+        .astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- reference metrics
+class ReferenceMetrics:
+    """The reference's OT_X, OT_Y and certificate (Qu, Qv, unsquared) for one problem."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.p = problem
+        np.random.seed(problem.seed)
+        g = np.random.multivariate_normal(np.zeros(len(COLUMNS)), np.eye(len(COLUMNS)), size=L)
+        # float64 projections: duplicate rows then tie exactly at the trimming cuts (the official float32 ones
+        # change OT_X by < 2e-9 on the logged iterates, README)
+        self.theta = g / np.linalg.norm(g, axis=1, keepdims=True)
+        n = problem.n
+        np.random.seed(problem.seed)
+        self.idx_a = np.random.choice(n, (B, n))
+        self.idx_b = np.random.choice(n, (B, n))
+        self.ref_proj = self._proj(problem.Xs)
+
+    def _proj(self, Xs: np.ndarray) -> np.ndarray:
+        return (np.asarray(Xs, dtype=float) @ self.theta.T).T  # (L, n)
+
+    def ot_x(self, Xs: np.ndarray) -> float:
+        P = self._proj(Xs)
+        return float(np.concatenate([trimmed_ot_sq(P[i:i + 500], self.ref_proj[i:i + 500], DELTA)
+                                     for i in range(0, L, 500)]).mean())
+
+    def ot_y(self, f: np.ndarray) -> float:
+        return float(trimmed_ot_sq(np.asarray(f, dtype=np.float32).astype(float), self.p.ystar.astype(float), DELTA))
+
+    def certificate(self, Xs: np.ndarray, f: np.ndarray) -> tuple[float, float]:
+        """(Qu_upper, Qv_upper), unsquared."""
+        P = self._proj(Xs)[:N_DIR]
+        qu = float(np.sqrt(np.mean(bootstrap_bound(P, self.ref_proj[:N_DIR], DELTA, ALPHA / N_DIR, self.idx_a,
+                                                   self.idx_b) ** 2)))
+        qv = bootstrap_bound(np.asarray(f, dtype=np.float32).astype(float), self.p.ystar.astype(float), DELTA, ALPHA,
+                             self.idx_a, self.idx_b)
+        return qu, float(qv)
+
+    def score(self, Xs: np.ndarray) -> dict[str, Any]:
+        f = self.p.scores(Xs)
+        qu, qv = self.certificate(Xs, f)
+        return {"OT_X": self.ot_x(Xs), "OT_Y": self.ot_y(f), "Qu_upper": qu, "Qv_upper": qv,
+                "certified_reference": bool(qu < U_1 and qv < U_2), "mean_f": float(f.mean())}
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def official_runs() -> list[dict[str, Any]]:
+    return json.loads((REFERENCE_DIR / "official_results.json").read_text())["runs"]
+
+
+def check_against_logs(problems: dict[tuple[int, int], Problem]) -> dict[str, float]:
+    """Largest deviations of the re-implemented model and metrics from the official logs.
+
+    Checks f(X') against every run's logged f_initial, iteration 0 of every run, and every saved b2
+    iterate (OT_X, OT_Y, Qu, Qv, the feasibility flags). Raises if a deviation exceeds the README's
+    reported agreement by more than a small factor.
+    """
+    iterates = pd.read_parquet(REFERENCE_DIR / "official_iterates.parquet")
+    worst = {"f_initial": 0.0, "f_iterates": 0.0, "OT_X_rel": 0.0, "OT_Y_rel": 0.0, "Qu_abs": 0.0, "Qv_abs": 0.0,
+             "feasible_mismatches": 0, "iterates_checked": 0}
+    for run in official_runs():
+        key = (run["seed"], run["n"])
+        if key not in problems:
+            continue
+        p = problems[key]
+        metrics = ReferenceMetrics(p)
+        worst["f_initial"] = max(worst["f_initial"], float(np.abs(p.scores(p.Xs) - np.float32(run["f_initial"])).max()))
+        saved = iterates[iterates["run_id"] == run["run_id"]]
+        for rec in run["log"]:
+            it = rec["iteration"]
+            rows = saved[saved["iteration"] == it].sort_values("row")
+            if it == 0:
+                Xs = p.Xs
+            elif len(rows):
+                Xs = rows[list(COLUMNS)].to_numpy(dtype=float)
+                worst["f_iterates"] = max(worst["f_iterates"], float(np.abs(
+                    p.scores(Xs) - rows["f_logged"].to_numpy(dtype=np.float32)).max()))
+            else:
+                continue
+            got = metrics.score(Xs)
+            worst["iterates_checked"] += 1
+            if rec["OT_distance_X"] > 0:
+                worst["OT_X_rel"] = max(worst["OT_X_rel"], abs(got["OT_X"] / rec["OT_distance_X"] - 1))
+            elif got["OT_X"] != 0:
+                worst["OT_X_rel"] = max(worst["OT_X_rel"], abs(got["OT_X"]))
+            worst["OT_Y_rel"] = max(worst["OT_Y_rel"], abs(got["OT_Y"] / rec["OT_distance_Y"] - 1))
+            worst["Qu_abs"] = max(worst["Qu_abs"], abs(got["Qu_upper"] - rec["Qu_upper"]))
+            worst["Qv_abs"] = max(worst["Qv_abs"], abs(got["Qv_upper"] - rec["Qv_upper"]))
+            worst["feasible_mismatches"] += int(got["certified_reference"] != rec["is_feasible"])
+    limits = {"f_initial": 0.0, "f_iterates": 0.0, "OT_X_rel": 1e-5, "OT_Y_rel": 1e-6, "Qu_abs": 1e-6, "Qv_abs": 1e-6,
+              "feasible_mismatches": 0}
+    bad = {k: worst[k] for k, lim in limits.items() if worst[k] > lim}
+    if bad:
+        raise RuntimeError(f"the re-implemented reference metrics disagree with the official logs: {bad}")
+    return worst
