@@ -428,11 +428,16 @@ class DiscoverSolverParams(StrictModel):
                                     "baseline's); required there, rejected otherwise")
     patience: int = Field(default=5, ge=1, description="stop after this many feasible stalled iterations")
     tol: float = Field(default=1e-6, ge=0, description="relative improvement counted as a stall")
+    certificate: Literal["dkw", "bootstrap"] = Field(default="dkw", description="dkw or bootstrap")
+    bootstrap_resamples: int = Field(default=200, ge=2, description="B of the bootstrap certificate")
     cone_angle: float = Field(default=math.pi / 4, gt=0, le=math.pi, description="half-angle phi (radians)")
     step: float = Field(default=0.2, gt=0, description="lambda_max, numerical step in feature ranges")
     step_range: Literal["training", "factuals"] = Field(
         default="training", description="range that scales numerical steps: the training split's or the "
         "factual sample's (the released notebook's)")
+    restart_prob: float = Field(default=0.0, ge=0, le=1, description="restart share of numerical moves")
+    row_choice: Literal["top_k", "stall"] = Field(default="top_k", description="editable rows: top_k or stall-aware")
+    accept: Literal["improve", "best"] = Field(default="improve", description="improve: Q must drop; best: always move")
     categorical_step: float = Field(default=1.2, ge=0, description="max step in a categorical embedding")
     temperature: float = Field(default=2.0, gt=0, description="tau of the categorical decoding")
     embedding_dim: int | None = Field(default=None, ge=1, description="r of the categorical embeddings")

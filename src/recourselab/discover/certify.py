@@ -201,6 +201,44 @@ def bootstrap_sw(P: np.ndarray, ref: np.ndarray, delta: float, alpha: float, idx
     return float(np.sqrt(np.mean(np.square(bounds))))
 
 
+class Certificate:
+    """The bounds (UCL_x, UCL_y) of one run under one confidence rule.
+
+    Parameters
+    ----------
+    rule : a key of :data:`CERTIFICATES`: ``"dkw"`` (squared scale) or ``"bootstrap"`` (unsquared).
+    n : sample size (factual rows = target values).
+    delta, alpha : trimming constant and level (the input side uses ``alpha / N`` per direction).
+    resamples : B of the bootstrap rule.
+    seed : the run seed; the bootstrap indices come from stream ``[seed, 8]``, drawn once and reused.
+    """
+
+    def __init__(self, rule: str, n: int, delta: float, alpha: float, resamples: int = 200, seed: int = 0) -> None:
+        if rule not in CERTIFICATES:
+            raise DataError(f"unknown certificate rule {rule!r}; valid: {', '.join(CERTIFICATES)}")
+        self.rule, self.delta, self.alpha = rule, delta, alpha
+        self.scale = CERTIFICATES[rule]
+        self.idx = bootstrap_indices(n, n, resamples, np.random.default_rng([seed, 8])) if rule == "bootstrap" else None
+
+    def input_bound(self, P_sorted: np.ndarray, ref_sorted: np.ndarray) -> float:
+        """UCL_x of sorted projections (N, n) against the sorted factual projections (N, n)."""
+        if self.idx is None:
+            return ucl_sw2(P_sorted, ref_sorted, self.delta, self.alpha)
+        return bootstrap_sw(P_sorted, ref_sorted, self.delta, self.alpha, *self.idx)
+
+    def output_bound(self, y_sorted: np.ndarray, ref_sorted: np.ndarray) -> float:
+        """UCL_y of sorted scores (n,) against the sorted targets (n,)."""
+        if self.idx is None:
+            return ucl_w2(y_sorted, ref_sorted, self.delta, self.alpha)
+        return float(bootstrap_bound(y_sorted, ref_sorted, self.delta, self.alpha, *self.idx))
+
+    def convert(self, U: float, rule: str) -> float:
+        """A threshold ``U`` of this rule's scale in the scale of ``rule`` (the same distance)."""
+        if CERTIFICATES[rule] == self.scale:
+            return float(U)
+        return float(U) ** 2 if self.scale == "unsquared" else math.sqrt(float(U))
+
+
 @dataclass(frozen=True)
 class EtaStep:
     """One application of DCE's eta rule with interval narrowing.
@@ -272,5 +310,5 @@ def first_certified(log: pd.DataFrame) -> int | None:
     return int(np.argmax(ok)) if ok.any() else None
 
 
-__all__ = ["CERTIFICATES", "EtaStep", "bootstrap_bound", "bootstrap_indices", "bootstrap_sw", "dkw_epsilon",
-           "eta_rule", "first_certified", "is_feasible", "trimmed_ot_sq", "ucl_sw2", "ucl_w2"]
+__all__ = ["CERTIFICATES", "Certificate", "EtaStep", "bootstrap_bound", "bootstrap_indices", "bootstrap_sw",
+           "dkw_epsilon", "eta_rule", "first_certified", "is_feasible", "trimmed_ot_sq", "ucl_sw2", "ucl_w2"]
