@@ -54,6 +54,7 @@ from recourselab.data.schema import Feature, Schema  # noqa: E402
 from recourselab.discover import Discover, NotCertifiedWarning, make_target  # noqa: E402
 from recourselab.discover.certify import bootstrap_bound, trimmed_ot_sq  # noqa: E402
 from recourselab.io import write_bytes  # noqa: E402
+from recourselab.runtime import limit_threads  # noqa: E402
 
 log = logging.getLogger("bench.discover_reference")
 OUT_JSON = REPO / "bench" / "results" / "discover_reference.json"
@@ -126,7 +127,7 @@ class Problem:
 
     def scores(self, Xs: np.ndarray) -> np.ndarray:
         """f(x) = predict_proba(x)[:, 1] on standardized rows (m, 15), input and output float32."""
-        return self.model.booster_.predict(np.asarray(Xs, dtype=np.float32)).astype(np.float32)
+        return self.model.booster_.predict(np.asarray(Xs, dtype=np.float32), num_threads=1).astype(np.float32)
 
 
 class ReferenceModel:
@@ -149,8 +150,9 @@ def make_schema(raw_train: pd.DataFrame, mean: np.ndarray, std: np.ndarray, lo: 
         feats.append(Feature(name=g, kind="categorical", levels=levels, mode=levels[int(np.argmax(counts))]))
     for j, name in enumerate(NUMERIC):
         c = len(COLUMNS) - len(NUMERIC) + j
-        feats.append(Feature(name=name, kind="numerical", integer=True, median=float(raw_train[f"raw: {name}"].median()),
-                             mean=float(mean[c]), std=float(std[c]), lower=float(lo[j]), upper=float(hi[j])))
+        feats.append(Feature(name=name, kind="numerical", integer=True,
+                             median=float(raw_train[f"raw: {name}"].median()), mean=float(mean[c]), std=float(std[c]),
+                             lower=float(lo[j]), upper=float(hi[j])))
     return Schema(dataset="compas_reference", target="Status", classes=(0, 1), features=tuple(feats))
 
 
@@ -313,3 +315,145 @@ def check_against_logs(problems: dict[tuple[int, int], Problem]) -> dict[str, fl
     if bad:
         raise RuntimeError(f"the re-implemented reference metrics disagree with the official logs: {bad}")
     return worst
+
+
+# ---------------------------------------------------------------------------------------------- runs
+def run_one(problem: Problem, metrics: ReferenceMetrics, solver_seed: int, config: dict[str, Any]) -> dict[str, Any]:
+    """One recourselab run on ``problem``, scored by the reference metrics and by recourselab's own verdicts."""
+    T = T_OF_N.get(problem.n, 20)
+    settings = BUDGET | BASE | {"max_iter": T - 1, "seed": solver_seed} | config
+    solver = Discover(ReferenceModel(problem), schema=problem.schema, embed=problem.standardized, **settings)
+    factuals = problem.encoded(problem.Xs)
+    target = make_target("values", values=[float(v) for v in problem.ystar])
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotCertifiedWarning)
+        res = solver.solve(factuals, target, progress=False)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    Xs = problem.standardized(res.counterfactuals)
+    got = metrics.score(Xs)
+    raw = Xs * problem.std + problem.mean
+    groups_ok = all((np.rint(raw[:, a:a + len(v)]).sum(axis=1) == 1).all()
+                    for a, v in zip(np.cumsum([0] + [len(v) for v in GROUPS.values()])[:-1], GROUPS.values(),
+                                    strict=True))
+    return got | {
+        "problem_seed": problem.seed, "n": problem.n, "solver_seed": solver_seed,
+        "rows_changed": int((~np.isclose(Xs, problem.Xs, atol=1e-12, rtol=0)).any(axis=1).sum()),
+        "cpu_s": cpu, "wall_s": wall, "queries": res.queries, "returned_iteration": res.iteration,
+        "certified_own": bool(res.feasible), "certified_dkw": res.metrics["certified_dkw"],
+        "certified_bootstrap": res.metrics["certified_bootstrap"], "one_hot_valid": bool(groups_ok),
+        "integers_valid": bool(np.allclose(raw[:, -2:], np.rint(raw[:, -2:]), atol=1e-9)),
+    }
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means and counts over runs."""
+    k = len(rows)
+    out = {"runs": k}
+    for key in ("OT_X", "OT_Y", "mean_f", "rows_changed", "cpu_s", "Qv_upper", "Qu_upper"):
+        out[key] = float(np.mean([r[key] for r in rows]))
+    out["OT_X_max"] = float(np.max([r["OT_X"] for r in rows]))
+    for key in ("certified_reference", "certified_bootstrap", "certified_dkw", "one_hot_valid", "integers_valid"):
+        out[key] = int(sum(r[key] for r in rows))
+    return out
+
+
+def reference_summary(n: int) -> dict[str, Any]:
+    """The official runs at ``n`` (T 20 for n 50, T 5 for n 200; the profiled run left out)."""
+    runs = [r for r in official_runs() if r["n"] == n and "profiled" not in r["run_id"] and r["T"] == T_OF_N[n]]
+    cpu = [r["timing"].get("explain_cpu_s") or r["timing"].get("process_user_s") for r in runs]
+    return {"runs": len(runs), "certified_reference": int(sum(r["is_feasible"] for r in runs)),
+            "OT_X": float(np.mean([r["reported"]["OT_distance_X"] for r in runs])),
+            "OT_Y": float(np.mean([r["reported"]["OT_distance_Y"] for r in runs])),
+            "mean_f": float(np.mean([r["mean_f_final"] for r in runs])),
+            "cpu_s": float(np.mean(cpu)), "cpu_s_min": float(np.min(cpu)), "run_ids": [r["run_id"] for r in runs]}
+
+
+def table(title: str, ours: dict[str, Any], ref: dict[str, Any] | None) -> str:
+    """A Markdown table: recourselab next to the reference code."""
+    head = f"### {title}\n\n| | reference code | recourselab |\n|---|---|---|\n"
+
+    def r(key: str, fmt: str) -> str:
+        return "—" if ref is None or key not in ref else format(ref[key], fmt)
+
+    lines = [
+        ("runs", r("runs", "d"), f"{ours['runs']}"),
+        ("certified by the reference rule", "—" if ref is None else f"{ref['certified_reference']}/{ref['runs']}",
+         f"{ours['certified_reference']}/{ours['runs']}"),
+        ("certified, recourselab bootstrap / DKW verdict", "—",
+         f"{ours['certified_bootstrap']}/{ours['runs']} / {ours['certified_dkw']}/{ours['runs']}"),
+        ("OT_X (mean; max)", r("OT_X", ".4f"), f"{ours['OT_X']:.4f}; {ours['OT_X_max']:.4f}"),
+        ("OT_Y (mean)", r("OT_Y", ".4f"), f"{ours['OT_Y']:.4f}"),
+        ("mean f(X)", r("mean_f", ".3f"), f"{ours['mean_f']:.3f}"),
+        ("rows changed (mean)", "—", f"{ours['rows_changed']:.1f}"),
+        ("CPU s per run (mean)", r("cpu_s", ".0f"), f"{ours['cpu_s']:.3f}"),
+        ("speed-up (reference CPU / ours)", "—", "—" if ref is None else f"{ref['cpu_s_min'] / ours['cpu_s']:.0f}x "
+         "(against the fastest reference run)"),
+        ("valid one-hot groups / integer counts", "—", f"{ours['one_hot_valid']}/{ours['runs']} / "
+         f"{ours['integers_valid']}/{ours['runs']}"),
+    ]
+    return head + "\n".join(f"| {a} | {b} | {c} |" for a, b, c in lines) + "\n"
+
+
+def parse_seeds(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b) + 1)) if b else [int(a)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tables", default="shared50,shared200,fresh50",
+                    help="comma-separated: shared50 (seeds 42,123,7 at n 50), shared200 (same at n 200), fresh50 "
+                    "(seeds 1-5 at n 50)")
+    ap.add_argument("--solver-seeds", default="0-10")
+    ap.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
+    ap.add_argument("--out", default=None, help="JSON path (default bench/results/discover_reference.json)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("recourselab").setLevel(logging.ERROR)
+    with limit_threads(1):  # one core, as the reference's timed runs
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
+    specs = {"shared50": (SHARED_SEEDS, 50), "shared200": (SHARED_SEEDS, 200), "fresh50": ((1, 2, 3, 4, 5), 50)}
+    config = CONFIGS[args.config]
+    seeds = parse_seeds(args.solver_seeds)
+    problems = {(s, n): load_problem(s, n) for s, n in [(42, 50), (123, 50), (7, 50), (42, 200)]}
+    check = check_against_logs(problems)
+    log.info("reference metrics agree with the official logs: %s", check)
+    result: dict[str, Any] = {"config": args.config, "settings": BUDGET | BASE | config, "solver_seeds": seeds,
+                              "metric_check": check, "tables": {}}
+    md = [f"## DISCOVER on the reference COMPAS problem (config `{args.config}`)\n"]
+    for name in args.tables.split(","):
+        prob_seeds, n = specs[name]
+        rows = []
+        for ps in prob_seeds:
+            p = problems.get((ps, n)) or load_problem(ps, n)
+            m = ReferenceMetrics(p)
+            for ss in seeds:
+                rows.append(run_one(p, m, ss, config))
+                log.info("%s seed %d/%d: OT_X %.4f OT_Y %.4f Qv %.3f ref-cert %s cpu %.2fs", name, ps, ss,
+                         rows[-1]["OT_X"], rows[-1]["OT_Y"], rows[-1]["Qv_upper"], rows[-1]["certified_reference"],
+                         rows[-1]["cpu_s"])
+        ours = summarize(rows)
+        per_problem = {str(ps): summarize([r for r in rows if r["problem_seed"] == ps]) for ps in prob_seeds}
+        ref = reference_summary(n) if name != "fresh50" else None
+        result["tables"][name] = {"recourselab": ours, "per_problem": per_problem, "reference": ref, "runs": rows}
+        title = {"shared50": "seeds 42, 123, 7; n = 50, T = 20", "shared200": "seeds 42, 123, 7; n = 200, T = 5 "
+                 "(reference: seed 42 only)", "fresh50": "seeds 1-5 (not tuned on); n = 50, T = 20 (no reference "
+                 "runs)"}[name]
+        md.append(table(title, ours, ref))
+        log.info("%s: %s", name, json.dumps(ours))
+    out = Path(args.out) if args.out else OUT_JSON
+    write_bytes(out, json.dumps(result, indent=1).encode())
+    write_bytes(out.with_suffix(".md"), "\n".join(md).encode())
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,13 +111,62 @@ def ucl_sw2(P_sorted: np.ndarray, ref_sorted: np.ndarray, delta: float, alpha: f
 CERTIFICATES = {"dkw": "squared", "bootstrap": "unsquared"}
 
 
-def _own_quantile_block(s_sorted: np.ndarray, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """First and one-past-last index (...,) of the values of sorted samples (..., n) between their own
-    ``delta`` and ``1 - delta`` quantiles (linear interpolation; ties at a cut stay in)."""
-    lo, hi = np.quantile(s_sorted, [delta, 1.0 - delta], axis=-1)
-    start = (s_sorted < lo[..., None]).sum(axis=-1)
-    stop = (s_sorted <= hi[..., None]).sum(axis=-1)
-    return start, stop
+def _lerp_quantile(s_sorted: np.ndarray, q: float) -> np.ndarray:
+    """``np.quantile(s, q, axis=-1)`` (linear method, numpy's own arithmetic) of sorted samples (..., n)."""
+    n = s_sorted.shape[-1]
+    pos = (n - 1) * q
+    f = int(math.floor(pos))
+    t = pos - f
+    a, b = s_sorted[..., f], s_sorted[..., min(f + 1, n - 1)]
+    diff = b - a
+    return a + diff * t if t < 0.5 else b - diff * (1.0 - t)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """Sorted samples (..., n) and their kept block: ``start`` and size ``size`` (..., 1), ints."""
+
+    values: np.ndarray
+    start: np.ndarray
+    size: np.ndarray
+
+
+def _kept(s_sorted: np.ndarray, delta: float) -> _Kept:
+    """The values of sorted samples between their own ``delta`` and ``1 - delta`` quantiles (ties at a cut stay in)."""
+    lo, hi = _lerp_quantile(s_sorted, delta), _lerp_quantile(s_sorted, 1.0 - delta)
+    start = (s_sorted < lo[..., None]).sum(axis=-1, keepdims=True)
+    stop = (s_sorted <= hi[..., None]).sum(axis=-1, keepdims=True)
+    return _Kept(s_sorted, start, stop - start)
+
+
+def _gather(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``np.take_along_axis(values, idx, axis=-1)`` for ``idx`` with the same leading shape, by flat indexing."""
+    L, K = values.shape[-1], idx.shape[-1]
+    rows = np.arange(idx.size // K).reshape(*idx.shape[:-1], 1) * L
+    return values.reshape(-1)[idx + rows]
+
+
+def _kept_cost(A: _Kept, Bk: _Kept) -> np.ndarray:
+    """Exact squared-distance OT cost between uniform masses on two kept blocks. Shape (...).
+
+    ``int (F_A^{-1} - F_B^{-1})^2 = mean(A^2) + mean(B^2) - 2 int F_A^{-1} F_B^{-1}``; the cross term is
+    ``sum_i A_i (G_B((i+1)/p) - G_B(i/p))`` with ``G_B(u) = int_0^u F_B^{-1}``, piecewise linear with
+    knots at ``j/q``: ``G_B(i/p) = (C_k + (r/p) B_k) / q`` for ``i q = k p + r`` (C: cumulative sums of B).
+    """
+    p, q = A.size, Bk.size  # (..., 1)
+    n, m = A.values.shape[-1], Bk.values.shape[-1]
+    ia = A.start + np.arange(n)
+    a = np.where(ia < A.start + p, _gather(A.values, np.minimum(ia, n - 1)), 0.0)
+    jb = Bk.start + np.arange(m)
+    b = np.where(jb < Bk.start + q, _gather(Bk.values, np.minimum(jb, m - 1)), 0.0)
+    C = np.concatenate([np.zeros((*b.shape[:-1], 1)), np.cumsum(b, axis=-1)], axis=-1)  # (..., m + 1)
+    iq = np.arange(n + 1) * q  # (..., n + 1)
+    k = iq // p
+    r = iq - k * p
+    Bkk = _gather(b, np.minimum(k, m - 1))
+    G = (_gather(C, np.minimum(k, m)) + r / p * Bkk) / q
+    cross = (a * np.diff(G, axis=-1)).sum(axis=-1)
+    return (a ** 2).sum(axis=-1) / p[..., 0] + (b ** 2).sum(axis=-1) / q[..., 0] - 2.0 * cross
 
 
 def trimmed_ot_sq(a: np.ndarray, b: np.ndarray, delta: float, *, presorted: bool = False) -> np.ndarray:
@@ -141,18 +190,7 @@ def trimmed_ot_sq(a: np.ndarray, b: np.ndarray, delta: float, *, presorted: bool
     b = np.asarray(b, dtype=float)
     if not presorted:
         a, b = np.sort(a, axis=-1), np.sort(b, axis=-1)
-    sa, ea = _own_quantile_block(a, delta)
-    sb, eb = _own_quantile_block(b, delta)
-    p, q = (ea - sa)[..., None], (eb - sb)[..., None]
-    cuts = np.concatenate([np.minimum(np.arange(a.shape[-1] + 1) / p, 1.0),
-                           np.minimum(np.arange(b.shape[-1] + 1) / q, 1.0)], axis=-1)
-    cuts.sort(axis=-1)
-    length = np.diff(cuts, axis=-1)
-    mid = 0.5 * (cuts[..., 1:] + cuts[..., :-1])
-    ia = sa[..., None] + np.clip(np.ceil(mid * p).astype(np.int64) - 1, 0, p - 1)
-    ib = sb[..., None] + np.clip(np.ceil(mid * q).astype(np.int64) - 1, 0, q - 1)
-    gap = np.take_along_axis(a, ia, axis=-1) - np.take_along_axis(b, ib, axis=-1)
-    out = (length * gap ** 2).sum(axis=-1) / (1.0 - 2.0 * delta)
+    out = _kept_cost(_kept(a, delta), _kept(b, delta)) / (1.0 - 2.0 * delta)
     return float(out) if np.ndim(out) == 0 else out
 
 
@@ -162,7 +200,7 @@ def bootstrap_indices(n: int, m: int, resamples: int, rng: np.random.Generator) 
 
 
 def bootstrap_bound(a: np.ndarray, b: np.ndarray, delta: float, level: float, idx_a: np.ndarray,
-                    idx_b: np.ndarray) -> np.ndarray:
+                    idx_b: np.ndarray, *, b_resampled: _Kept | None = None) -> np.ndarray:
     """Basic-bootstrap upper bound of ``sqrt(T_d(a, b))`` (unsquared), batched over leading axes.
 
     Parameters
@@ -171,6 +209,7 @@ def bootstrap_bound(a: np.ndarray, b: np.ndarray, delta: float, level: float, id
     delta : trimming constant of :func:`trimmed_ot_sq`.
     level : ``1 - level`` is the confidence; the bootstrap quantile is taken at ``level / 2``.
     idx_a, idx_b : resampling indices (B, n), (B, m), the same for every call of a run.
+    b_resampled : the kept blocks of ``b``'s sorted resamples (:func:`resampled`), when cached.
 
     Returns
     -------
@@ -180,24 +219,29 @@ def bootstrap_bound(a: np.ndarray, b: np.ndarray, delta: float, level: float, id
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     W = np.asarray(trimmed_ot_sq(a, b, delta))
-    ra = np.sort(a[..., idx_a], axis=-1)  # (..., B, n)
-    rb = np.sort(b[..., idx_b], axis=-1)
-    D = trimmed_ot_sq(ra, rb, delta, presorted=True) - W[..., None]
+    rb = resampled(b, idx_b, delta) if b_resampled is None else b_resampled
+    D = _kept_cost(resampled(a, idx_a, delta), rb) / (1.0 - 2.0 * delta) - W[..., None]
     upper = W - np.quantile(D, level / 2.0, axis=-1)
     out = np.sqrt(np.maximum(upper, 0.0))
     return float(out) if np.ndim(out) == 0 else out
 
 
+def resampled(a: np.ndarray, idx: np.ndarray, delta: float) -> _Kept:
+    """Kept blocks of the sorted resamples ``a[..., idx]`` (..., B, n) of samples (..., n)."""
+    return _kept(np.sort(np.asarray(a, dtype=float)[..., idx], axis=-1), delta)
+
+
 def bootstrap_sw(P: np.ndarray, ref: np.ndarray, delta: float, alpha: float, idx_a: np.ndarray,
-                 idx_b: np.ndarray) -> float:
+                 idx_b: np.ndarray, *, ref_resampled: _Kept | None = None) -> float:
     """Input-side bootstrap bound: ``sqrt(mean_k bound_k^2)`` over the N directions, each at level ``alpha / N``.
 
     Parameters
     ----------
     P, ref : projections of the current and the factual rows, shape (N, n) each (any order).
+    ref_resampled : ``resampled(ref, idx_b, delta)``, when cached.
     """
     N = P.shape[0]
-    bounds = bootstrap_bound(P, ref, delta, alpha / N, idx_a, idx_b)
+    bounds = bootstrap_bound(P, ref, delta, alpha / N, idx_a, idx_b, b_resampled=ref_resampled)
     return float(np.sqrt(np.mean(np.square(bounds))))
 
 
@@ -219,18 +263,29 @@ class Certificate:
         self.rule, self.delta, self.alpha = rule, delta, alpha
         self.scale = CERTIFICATES[rule]
         self.idx = bootstrap_indices(n, n, resamples, np.random.default_rng([seed, 8])) if rule == "bootstrap" else None
+        self._cache: dict[str, tuple[np.ndarray, _Kept]] = {}
+
+    def _reference(self, side: str, ref: np.ndarray) -> _Kept:
+        """The resampled kept blocks of a reference sample, computed once per reference array."""
+        hit = self._cache.get(side)
+        if hit is None or not (hit[0] is ref or np.array_equal(hit[0], ref)):
+            hit = (ref, resampled(ref, self.idx[1], self.delta))
+            self._cache[side] = hit
+        return hit[1]
 
     def input_bound(self, P_sorted: np.ndarray, ref_sorted: np.ndarray) -> float:
         """UCL_x of sorted projections (N, n) against the sorted factual projections (N, n)."""
         if self.idx is None:
             return ucl_sw2(P_sorted, ref_sorted, self.delta, self.alpha)
-        return bootstrap_sw(P_sorted, ref_sorted, self.delta, self.alpha, *self.idx)
+        return bootstrap_sw(P_sorted, ref_sorted, self.delta, self.alpha, *self.idx,
+                            ref_resampled=self._reference("x", ref_sorted))
 
     def output_bound(self, y_sorted: np.ndarray, ref_sorted: np.ndarray) -> float:
         """UCL_y of sorted scores (n,) against the sorted targets (n,)."""
         if self.idx is None:
             return ucl_w2(y_sorted, ref_sorted, self.delta, self.alpha)
-        return float(bootstrap_bound(y_sorted, ref_sorted, self.delta, self.alpha, *self.idx))
+        return float(bootstrap_bound(y_sorted, ref_sorted, self.delta, self.alpha, *self.idx,
+                                     b_resampled=self._reference("y", ref_sorted)))
 
     def convert(self, U: float, rule: str) -> float:
         """A threshold ``U`` of this rule's scale in the scale of ``rule`` (the same distance)."""
@@ -311,4 +366,5 @@ def first_certified(log: pd.DataFrame) -> int | None:
 
 
 __all__ = ["CERTIFICATES", "Certificate", "EtaStep", "bootstrap_bound", "bootstrap_indices", "bootstrap_sw",
+           "resampled",
            "dkw_epsilon", "eta_rule", "first_certified", "is_feasible", "trimmed_ot_sq", "ucl_sw2", "ucl_w2"]
