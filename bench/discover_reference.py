@@ -24,10 +24,13 @@ from ``np.random.seed(seed)``, directions = the first 10 of the 5000). Each run 
 recourselab's own verdicts (DKW and bootstrap on the run's directions). Time: process CPU time of
 ``Discover.solve`` (search plus the returned iterate's metrics), next to the reference's CPU time.
 
-Writes bench/results/discover_reference.json and bench/results/discover_reference.md.
-Run: ``python bench/discover_reference.py [--problems 42,123,7] [--n 50] [--solver-seeds 0-10]
-[--config NAME] [--quick]`` (default: the acceptance tables: seeds 42, 123, 7 at n 50 and n 200,
-seeds 1-5 at n 50, 11 solver seeds each).
+Configurations (``--config``): ``restart`` (default: restart moves, ``restart_prob`` 1, and
+``eta_r`` 0.7) and ``solver_defaults`` (the solver's defaults besides the settings above).
+
+Writes bench/results/discover_reference_<config>.json and .md.
+Run: ``python bench/discover_reference.py [--tables shared50,shared200,fresh50] [--solver-seeds 0-10]
+[--config NAME]`` (default: the acceptance tables: seeds 42, 123, 7 at n 50 and n 200, seeds 1-5
+at n 50, 11 solver seeds each).
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ T_OF_N = {50: 20, 200: 5}
 BASE = {"delta": DELTA, "alpha": ALPHA, "certificate": "bootstrap", "U_x": U_1, "U_y": U_2, "step": 0.1,
         "holdout_sets": 0}
 CONFIGS: dict[str, dict[str, Any]] = {
-    "default": {},
+    "solver_defaults": {},  # the solver's own defaults for everything else
+    "restart": {"restart_prob": 1.0, "eta_r": 0.7},  # restart moves; the input side keeps weight 0.3 while y fails
 }
 
 
@@ -409,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated: shared50 (seeds 42,123,7 at n 50), shared200 (same at n 200), fresh50 "
                     "(seeds 1-5 at n 50)")
     ap.add_argument("--solver-seeds", default="0-10")
-    ap.add_argument("--config", default="default", help=f"one of {', '.join(CONFIGS)}")
+    ap.add_argument("--config", default="restart", help=f"one of {', '.join(CONFIGS)}")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/discover_reference.json)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -448,7 +452,7 @@ def _main(args: argparse.Namespace) -> int:
                  "runs)"}[name]
         md.append(table(title, ours, ref))
         log.info("%s: %s", name, json.dumps(ours))
-    out = Path(args.out) if args.out else OUT_JSON
+    out = Path(args.out) if args.out else OUT_JSON.with_name(f"discover_reference_{args.config}.json")
     write_bytes(out, json.dumps(result, indent=1).encode())
     write_bytes(out.with_suffix(".md"), "\n".join(md).encode())
     print("\n".join(md))

@@ -155,17 +155,14 @@ def _kept_cost(A: _Kept, Bk: _Kept) -> np.ndarray:
     """
     p, q = A.size, Bk.size  # (..., 1)
     n, m = A.values.shape[-1], Bk.values.shape[-1]
-    ia = A.start + np.arange(n)
-    a = np.where(ia < A.start + p, _gather(A.values, np.minimum(ia, n - 1)), 0.0)
-    jb = Bk.start + np.arange(m)
-    b = np.where(jb < Bk.start + q, _gather(Bk.values, np.minimum(jb, m - 1)), 0.0)
+    a = np.where(np.arange(n) < p, _gather(A.values, np.minimum(A.start + np.arange(n), n - 1)), 0.0)  # by rank
+    jb = np.arange(m) - Bk.start
+    b = np.where((jb >= 0) & (jb < q), Bk.values, 0.0)
     C = np.concatenate([np.zeros((*b.shape[:-1], 1)), np.cumsum(b, axis=-1)], axis=-1)  # (..., m + 1)
-    iq = np.arange(n + 1) * q  # (..., n + 1)
+    iq = np.arange(n + 1) * q  # G_B at i/p, i = 0..n
     k = iq // p
-    r = iq - k * p
-    Bkk = _gather(b, np.minimum(k, m - 1))
-    G = (_gather(C, np.minimum(k, m)) + r / p * Bkk) / q
-    cross = (a * np.diff(G, axis=-1)).sum(axis=-1)
+    G = _gather(C, np.minimum(Bk.start + k, m)) + (iq - k * p) / p * _gather(Bk.values, np.minimum(Bk.start + k, m - 1))
+    cross = (a * np.diff(G, axis=-1)).sum(axis=-1) / q[..., 0]
     return (a ** 2).sum(axis=-1) / p[..., 0] + (b ** 2).sum(axis=-1) / q[..., 0] - 2.0 * cross
 
 
