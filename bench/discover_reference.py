@@ -180,14 +180,18 @@ def load_problem(seed: int, n: int) -> Problem:
         hi = np.array([rng_[c]["raw_max"] for c in NUMERIC])
         train = table[table["split"] == "train"].sort_values("position_in_split")
         test = table[table["split"] == "test"].sort_values("position_in_split").reset_index(drop=True)
-        fact = json.loads((REFERENCE_DIR / f"factuals_seed{seed}_n{n}.json").read_text())
-        Xs = np.asarray(fact["X_factual_standardized"], dtype=float)
-        pos = np.asarray(fact["test_position"])
-        if not np.array_equal(test.loc[pos, list(COLUMNS)].to_numpy(), Xs):
-            raise ValueError(f"seed {seed}: the factual file does not match the test rows of the split")
-        ystar = np.asarray(json.loads((REFERENCE_DIR / f"y_target_seed{seed}_n{n}.json").read_text())["y_target"],
-                           dtype=np.float32)
-        shared = True
+        shared = (REFERENCE_DIR / f"factuals_seed{seed}_n{n}.json").is_file()
+        if shared:
+            fact = json.loads((REFERENCE_DIR / f"factuals_seed{seed}_n{n}.json").read_text())
+            Xs = np.asarray(fact["X_factual_standardized"], dtype=float)
+            pos = np.asarray(fact["test_position"])
+            if not np.array_equal(test.loc[pos, list(COLUMNS)].to_numpy(), Xs):
+                raise ValueError(f"seed {seed}: the factual file does not match the test rows of the split")
+            ystar = np.asarray(json.loads((REFERENCE_DIR / f"y_target_seed{seed}_n{n}.json").read_text())["y_target"],
+                               dtype=np.float32)
+        else:  # no shared file at this n (123 and 7 at n 200): drawn the same way from the shared split
+            Xs = test[list(COLUMNS)].sample(n, random_state=seed).to_numpy(dtype=float)
+            ystar = _torch_beta(seed, n)
     else:
         train, test, mean, std, lo, hi = _rebuild_split(seed)
         Xs = test[list(COLUMNS)].sample(n, random_state=seed).to_numpy(dtype=float)
@@ -322,9 +326,11 @@ def check_against_logs(problems: dict[tuple[int, int], Problem]) -> dict[str, fl
 
 
 # ---------------------------------------------------------------------------------------------- runs
-def run_one(problem: Problem, metrics: ReferenceMetrics, solver_seed: int, config: dict[str, Any]) -> dict[str, Any]:
-    """One recourselab run on ``problem``, scored by the reference metrics and by recourselab's own verdicts."""
-    T = T_OF_N.get(problem.n, 20)
+def run_one(problem: Problem, metrics: ReferenceMetrics, solver_seed: int, config: dict[str, Any],
+            T: int | None = None) -> dict[str, Any]:
+    """One recourselab run on ``problem`` with T logged iterates (default: the reference's T at that n),
+    scored by the reference metrics and by recourselab's own verdicts."""
+    T = T or T_OF_N.get(problem.n, 20)
     settings = BUDGET | BASE | {"max_iter": T - 1, "seed": solver_seed} | config
     solver = Discover(ReferenceModel(problem), schema=problem.schema, embed=problem.standardized, **settings)
     factuals = problem.encoded(problem.Xs)
@@ -411,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tables", default="shared50,shared200,fresh50",
                     help="comma-separated: shared50 (seeds 42,123,7 at n 50), shared200 (same at n 200), fresh50 "
-                    "(seeds 1-5 at n 50)")
+                    "(seeds 1-5 at n 50), shared200_T20 (seeds 42,123,7 at n 200 with T 20; no reference runs)")
     ap.add_argument("--solver-seeds", default="0-10")
     ap.add_argument("--config", default="restart", help=f"one of {', '.join(CONFIGS)}")
     ap.add_argument("--out", default=None, help="JSON path (default bench/results/discover_reference.json)")
@@ -423,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    specs = {"shared50": (SHARED_SEEDS, 50), "shared200": (SHARED_SEEDS, 200), "fresh50": ((1, 2, 3, 4, 5), 50)}
+    specs = {"shared50": (SHARED_SEEDS, 50, 20), "shared200": (SHARED_SEEDS, 200, 5),
+             "fresh50": ((1, 2, 3, 4, 5), 50, 20), "shared200_T20": (SHARED_SEEDS, 200, 20)}
     config = CONFIGS[args.config]
     seeds = parse_seeds(args.solver_seeds)
     problems = {(s, n): load_problem(s, n) for s, n in [(42, 50), (123, 50), (7, 50), (42, 200)]}
@@ -433,23 +440,23 @@ def _main(args: argparse.Namespace) -> int:
                               "metric_check": check, "tables": {}}
     md = [f"## DISCOVER on the reference COMPAS problem (config `{args.config}`)\n"]
     for name in args.tables.split(","):
-        prob_seeds, n = specs[name]
+        prob_seeds, n, T = specs[name]
         rows = []
         for ps in prob_seeds:
             p = problems.get((ps, n)) or load_problem(ps, n)
             m = ReferenceMetrics(p)
             for ss in seeds:
-                rows.append(run_one(p, m, ss, config))
+                rows.append(run_one(p, m, ss, config, T))
                 log.info("%s seed %d/%d: OT_X %.4f OT_Y %.4f Qv %.3f ref-cert %s cpu %.2fs", name, ps, ss,
                          rows[-1]["OT_X"], rows[-1]["OT_Y"], rows[-1]["Qv_upper"], rows[-1]["certified_reference"],
                          rows[-1]["cpu_s"])
         ours = summarize(rows)
         per_problem = {str(ps): summarize([r for r in rows if r["problem_seed"] == ps]) for ps in prob_seeds}
-        ref = reference_summary(n) if name != "fresh50" else None
+        ref = reference_summary(n) if name in ("shared50", "shared200") else None
         result["tables"][name] = {"recourselab": ours, "per_problem": per_problem, "reference": ref, "runs": rows}
         title = {"shared50": "seeds 42, 123, 7; n = 50, T = 20", "shared200": "seeds 42, 123, 7; n = 200, T = 5 "
                  "(reference: seed 42 only)", "fresh50": "seeds 1-5 (not tuned on); n = 50, T = 20 (no reference "
-                 "runs)"}[name]
+                 "runs)", "shared200_T20": "seeds 42, 123, 7; n = 200, T = 20 (no reference runs)"}[name]
         md.append(table(title, ours, ref))
         log.info("%s: %s", name, json.dumps(ours))
     out = Path(args.out) if args.out else OUT_JSON.with_name(f"discover_reference_{args.config}.json")
