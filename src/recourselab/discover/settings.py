@@ -1,8 +1,10 @@
 """Settings of the DISCOVER solver: one frozen, pydantic-free dataclass.
 
-Units: every distance, objective value, UCL and threshold is a **squared** Wasserstein-2
-quantity (``SW^2`` on the input side, ``W^2`` on the output side) in the schema's encoded
-space (numerical features as z-scores, each categorical as one (cos, sin) phase pair).
+Units: every distance and objective value is a **squared** Wasserstein-2 quantity (``SW^2`` on
+the input side, ``W^2`` on the output side) in the schema's encoded space (numerical features as
+z-scores, each categorical as one (cos, sin) phase pair), or in the space of ``Discover(embed=...)``.
+UCLs and thresholds are squared under ``certificate="dkw"`` (default) and unsquared under
+``certificate="bootstrap"``.
 Scores ``b(x)`` are probabilities of the favourable class, in [0, 1].
 """
 

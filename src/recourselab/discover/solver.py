@@ -4,7 +4,8 @@ One outer iteration on the current iterate X (n, d):
 
 1. sorted matchings of the projections ``P = X theta^T`` (cached, updated only for edited
    rows) and of the scores ``b(X)`` (cached) to the sorted factual projections / targets;
-   ``Qx``, ``Qy``, the DKW UCLs, feasibility, and eta by DCE's rule with interval narrowing;
+   ``Qx``, ``Qy``, the UCLs of the chosen certificate rule (DKW or bootstrap), feasibility,
+   and eta by DCE's rule with interval narrowing;
 2. row scores q_i (Prop. 3.1; they sum to Q exactly) and the top-k editable set I;
 3. the guidance field ``g = grad SW^2`` on the rows of I in closed form;
 4. the strategy proposes candidates editing only rows of I; all candidates of a batch are
@@ -25,7 +26,10 @@ has stalled for ``patience`` iterations (``stop="stalled"``), or at the first ce
 iterate (``stop="certified"``). It returns the best feasible edited iterate (min Q
 under the final eta) if there is one, else the last iterate with ``feasible=False``.
 
-All objective values, UCLs and thresholds are squared Wasserstein-2 quantities.
+Objective values are squared Wasserstein-2 quantities; UCLs and thresholds are squared (DKW) or
+unsquared (bootstrap), see ``docs/reference/certificates.md``. With ``embed`` the input side is
+measured on the embedded rows; with ``row_choice="stall"`` the rows after a rejected step are drawn
+in proportion to q_i, and with ``accept="best"`` the best edited candidate replaces X even when Q rises.
 """
 
 from __future__ import annotations
