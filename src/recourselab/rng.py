@@ -62,6 +62,7 @@ STREAMS: dict[str, Stream] = {s.name: s for s in [
     Stream("discover.holdout", ("seed", 3, "k"), "numpy", "holdout direction set k of certified_x_holdout"),
     Stream("discover.directions", ("seed", 4), "numpy", "the run's one set of N directions"),
     Stream("discover.factuals", ("seed", 6), "numpy", "sample_factuals: the factual sample"),
+    Stream("discover.bootstrap", ("seed", 8), "numpy", "resample indices of the bootstrap certificate"),
     Stream("discover.metric_directions", ("seed", 5000), "numpy", "directions of the reported OT(x) and MMD"),
     Stream("discover.embedding", ("seed", "feature", 7919), "numpy",
            "the random embedding of categorical feature number `feature`"),

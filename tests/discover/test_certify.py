@@ -146,3 +146,54 @@ def test_eta_rule_zero_gap_takes_the_midpoint_and_narrows_from_the_right():
     step = eta_rule(ucl_x=0.3, ucl_y=0.2, U_x=0.3, U_y=0.2, left=0.2, right=0.8, kappa=0.25)
     assert (step.branch, step.eta) == ("both_hold", pytest.approx(0.5))
     assert (step.left, step.right) == (0.2, pytest.approx(0.8 - 0.25 * 0.6))
+
+
+# ---------------------------------------------------------------------------------------------- bootstrap rule
+def test_sample_trimmed_cost_by_hand():
+    from recourselab.discover.certify import trimmed_ot_sq
+
+    # kept sizes 2 and 3: steps of F_A^{-1} at 1/2, of F_B^{-1} at 1/3 and 2/3; gaps of 1 on [1/3, 2/3]
+    assert trimmed_ot_sq(np.array([0.0, 2.0]), np.array([0.0, 1.0, 2.0]), 0.0) == pytest.approx(1 / 3, abs=1e-15)
+    # each sample trimmed at its own quantiles, ties at the cut kept: A = {1, 1, 1}, B = {1, 2, 3}
+    a, b = np.array([0.0, 1.0, 1.0, 1.0, 2.0]), np.array([4.0, 0.0, 2.0, 1.0, 3.0])
+    assert trimmed_ot_sq(a, b, 0.25) == pytest.approx((0 + 1 + 4) / 3 / 0.5, abs=1e-14)
+
+
+def test_sample_trimmed_cost_matches_exact_ot_of_the_kept_points():
+    ot = pytest.importorskip("ot")
+    from recourselab.discover.certify import trimmed_ot_sq
+
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        a = np.round(rng.normal(size=rng.integers(4, 40)), 1)  # rounded: ties at the cuts
+        b = np.round(rng.normal(0.5, 2.0, size=rng.integers(4, 40)), 1)
+        kept = [v[(v >= np.quantile(v, 0.1)) & (v <= np.quantile(v, 0.9))] for v in (a, b)]
+        assert trimmed_ot_sq(a, b, 0.1) == pytest.approx(ot.emd2_1d(*kept, metric="sqeuclidean") / 0.8, abs=1e-12)
+
+
+def test_bootstrap_bound_by_hand():
+    from recourselab.discover.certify import bootstrap_bound
+
+    a, b = np.array([0.0, 1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.0, 4.0])  # W = 1
+    idx_a = np.array([[0, 0, 1, 1], [2, 3, 3, 3]])  # resample costs 4.5 and 0.75: D = 3.5, -0.25
+    idx_b = np.array([[0, 1, 2, 3], [0, 1, 2, 3]])
+    # quantile at level / 2 = 0.25 of {-0.25, 3.5} (linear): 0.6875; upper = 1 - 0.6875
+    assert bootstrap_bound(a, b, 0.0, 0.5, idx_a, idx_b) == pytest.approx(math.sqrt(0.3125), abs=1e-15)
+    # an upper limit below zero is reported as 0
+    assert bootstrap_bound(a, a, 0.0, 0.5, idx_a, idx_b) == 0.0
+
+
+def test_certificate_rules_scales_and_conversion():
+    from recourselab.discover.certify import Certificate, bootstrap_sw
+
+    rng = np.random.default_rng(4)
+    P, R = np.sort(rng.normal(size=(5, 30)), axis=1), np.sort(rng.normal(0.3, 1.0, size=(5, 30)), axis=1)
+    boot, dkw = Certificate("bootstrap", 30, 0.1, 0.05, 50, seed=1), Certificate("dkw", 30, 0.1, 0.05)
+    assert boot.scale == "unsquared" and dkw.scale == "squared"
+    assert boot.convert(0.8, "dkw") == pytest.approx(0.64) and dkw.convert(0.64, "bootstrap") == pytest.approx(0.8)
+    assert boot.input_bound(P, R) == bootstrap_sw(P, R, 0.1, 0.05, *boot.idx)  # the cached reference side is exact
+    assert boot.input_bound(P, R) == boot.input_bound(P, R)  # same indices at every call
+    assert boot.input_bound(R, R) == 0.0 and dkw.input_bound(R, R) > 0  # the DKW band has a floor, the bootstrap not
+    assert dkw.input_bound(P, R) == ucl_sw2(P, R, 0.1, 0.05)
+    with pytest.raises(Exception, match="unknown certificate rule"):
+        Certificate("exact", 30, 0.1, 0.05)

@@ -211,3 +211,32 @@ def test_a_constant_numerical_feature_is_not_editable():
     moved = X[:10].copy()
     moved[0, 1] += 1.0  # a factual off the constant value widens the range: editable again
     assert ProposalSpace(schema, moved, DiscoverSettings()).num_names == ("x", "c")
+
+
+def test_restart_moves_keep_immutables_categories_integers_and_actionability(toy):
+    space = _space(toy, h=3, restart_prob=1.0, actionability={"age": "increasing"})
+    rows, cands = _propose(toy, space, M=300)
+    imm = toy.schema.immutable_mask()
+    assert np.array_equal(cands[..., imm], np.broadcast_to(toy.factuals[rows][:, imm], cands[..., imm].shape))
+    assert np.allclose(toy.schema.snap(cands.reshape(-1, cands.shape[-1])), cands.reshape(-1, cands.shape[-1]))
+    frame = toy.schema.inverse_transform(cands.reshape(-1, cands.shape[-1]))
+    assert (frame["debts"] == np.rint(frame["debts"])).all()
+    age = toy.schema.slices()["age"].start
+    assert (cands[..., age] >= toy.factuals[rows][:, age] - 1e-12).all()
+    # restarted moves land near other factual rows' values: larger moves than the local steps
+    local = _propose(toy, _space(toy, h=3), M=300)[1]
+    num = space.num_cols
+    assert np.abs(cands[..., num] - toy.factuals[rows][:, num]).mean() > np.abs(
+        local[..., num] - toy.factuals[rows][:, num]).mean()
+
+
+def test_pull_back_through_the_identity_embed_is_the_encoded_guidance(toy):
+    space = _space(toy)
+    rows = np.arange(5)
+    g = np.random.default_rng(0).normal(size=(5, toy.schema.n_encoded))
+    g_enc, scores = space.pull_back(lambda X: X, toy.factuals[rows], g)
+    assert np.allclose(g_enc[:, space.num_cols], g[:, space.num_cols], atol=1e-9)
+    for cat, s in zip(space.cats, scores, strict=True):
+        cur = cat.levels_of(toy.factuals[rows])
+        want = (cat.phases[None] - cat.phases[cur][:, None]) @ (-g[:, list(cat.cols)])[..., None]
+        assert np.allclose(s - s[np.arange(5), cur][:, None], want[..., 0], atol=1e-12)

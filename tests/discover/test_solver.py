@@ -199,7 +199,8 @@ def test_the_last_accepted_iteration_is_reported_and_a_busy_run_is_not_called_st
         res = _run(toy, U_x=1e-6, U_y=1e-6, max_iter=12)
     accepted = res.log.loc[res.log["accepted"], "iteration"]
     assert len(accepted) > 0 and res.metrics["last_accepted_iteration"] == accepted.iloc[-1]
-    message = str(caught[0].message)
+    # the up-front UnreachableCertificateWarning comes first; the run's own warning is the NotCertifiedWarning
+    message = str(next(w.message for w in caught if w.category is NotCertifiedWarning))
     assert "input and output side violated" in message
     assert ("stalled" in message) == (12 - 1 - accepted.iloc[-1] >= 10)
 
@@ -656,3 +657,62 @@ def test_the_progress_bar_changes_no_result_and_no_log_line(toy, monkeypatch, ca
     pd.testing.assert_frame_equal(shown.log, hidden.log)
     assert shown.metrics == hidden.metrics and shown.queries == hidden.queries
     assert shown_lines == hidden_lines and len(shown_lines) > 2
+
+
+# ---------------------------------------------------------------------------------------------- certificates, embed
+def test_an_unreachable_threshold_is_warned_about_before_the_search(toy):
+    from recourselab.discover.solver import UnreachableCertificateWarning
+
+    with pytest.warns(UnreachableCertificateWarning, match="input side: the unedited factuals' own bound"):
+        res = _run(toy, U_x=1e-6, max_iter=0)  # no search step at all: the warning comes from the setup
+    assert res.metrics["certificate_reachable"] is False
+    assert "input side" in res.metrics["certificate_unreachable_reason"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreachableCertificateWarning)
+        ok = _run(toy, max_iter=0)  # calibrated thresholds are reachable
+    assert ok.metrics["certificate_reachable"] is True and ok.metrics["certificate_unreachable_reason"] is None
+
+
+def test_the_bootstrap_rule_reports_both_verdicts_in_their_own_scales(toy):
+    from recourselab.discover.certify import Certificate
+
+    res = _run(toy, certificate="bootstrap", U_x=0.8, U_y=0.5, delta=0.1, max_iter=6, bootstrap_resamples=50)
+    m = res.metrics
+    assert m["certificate"] == "bootstrap" and m["U_x_bootstrap"] == 0.8 and m["U_x_dkw"] == pytest.approx(0.64)
+    assert m["U_y_dkw"] == pytest.approx(0.25)
+    cert = Certificate("bootstrap", len(res.scores), 0.1, 0.05, 50, seed=0)
+    assert m["UCL_y_bootstrap"] == pytest.approx(cert.output_bound(np.sort(res.scores), np.sort(res.target_values)))
+    assert m["certified_bootstrap"] == res.feasible  # one direction set: the run's verdict
+    assert (res.log["UCL_y"] <= 1.0 + 1e-12).all()  # unsquared bounds of scores in [0, 1]
+
+
+def test_new_options_are_deterministic_per_seed(toy):
+    kw = dict(certificate="bootstrap", U_y=0.4, U_x=0.9, bootstrap_resamples=30, restart_prob=0.5,
+              row_choice="stall", accept="best", max_iter=6, h=2)
+    a, b = _run(toy, **kw), _run(toy, **kw)
+    assert np.array_equal(a.counterfactuals, b.counterfactuals) and a.log.equals(b.log)
+    c = _run(toy, **(kw | {"seed": 1}))
+    assert not np.array_equal(a.counterfactuals, c.counterfactuals)
+
+
+def test_the_embed_space_carries_the_objective_and_the_reported_ot_x(toy):
+    from recourselab.discover.metrics import ot_x
+
+    sl = toy.schema.slices()
+
+    def onehot(X):
+        blocks = [X[:, [sl[f.name].start]] if f.kind == "numerical"
+                  else 3.0 * np.eye(len(f.levels))[toy.schema.decode_categorical(X, f.name)]
+                  for f in toy.schema.features]
+        return np.hstack(blocks)
+
+    res = Discover(toy.blackbox(), schema=toy.schema, embed=onehot, **(FAST | {"h": 3, "restart_prob": 0.5})).solve(
+        toy.factuals, TARGET)
+    X = res.counterfactuals
+    assert np.allclose(toy.schema.snap(X), X)  # valid categories
+    imm = toy.schema.immutable_mask()
+    assert np.array_equal(X[:, imm], toy.factuals[:, imm])
+    assert res.metrics["OT_x"] == pytest.approx(ot_x(onehot(X), onehot(toy.factuals), n_projections=200, delta=0.1))
+    assert (res.log["Q_selected"] <= res.log["Q"] + 1e-12).all()  # accept="improve": Q never goes up
+    with pytest.raises(TypeError, match="embed must be a callable"):
+        Discover(toy.blackbox(), schema=toy.schema, embed=3)

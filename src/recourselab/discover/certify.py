@@ -15,8 +15,17 @@ breakpoints at ``j/n`` and ``j/n -/+ eps``: the integral is computed **exactly**
 grid (no quadrature error). Because ``D(u) >= |F_a^{-1}(u) - F_b^{-1}(u)|`` at every ``u``
 and the same grid holds the breakpoints of the empirical distance, ``UCL >= W^2_delta``
 holds exactly. The input side averages the per-direction UCLs, each at level
-``alpha / N`` (Bonferroni over the ``N`` directions). This is the DKW variant; no
-bootstrap is used.
+``alpha / N`` (Bonferroni over the ``N`` directions).
+
+Bootstrap bound (the DISCOVER reference code's rule, **unsquared**). ``T_d(a, b)`` trims each
+sample at its own ``d`` and ``1 - d`` quantiles (linear interpolation, ties at the cut kept),
+puts uniform mass on the kept points and takes the exact squared-distance OT cost divided by
+``1 - 2 d`` (:func:`trimmed_ot_sq`). With ``B`` fixed resampling index vectors,
+``W = T_d(a, b)``, ``D_b = T_d(a*_b, b*_b) - W`` and ``upper = W - quantile_{level/2}(D)``
+(the basic, reverse-percentile bootstrap); the bound is ``sqrt(upper)`` (0 when ``upper < 0``),
+see :func:`bootstrap_bound`. The input side combines the per-direction bounds at level
+``alpha / N`` as ``sqrt(mean_k bound_k^2)`` (:func:`bootstrap_sw`). It is an asymptotic bound,
+not a finite-sample one (docs/reference/certificates.md).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from recourselab.errors import DataError
+from recourselab.rng import numpy_rng
 
 
 def dkw_epsilon(n: int, alpha: float) -> float:
@@ -96,6 +106,192 @@ def ucl_sw2(P_sorted: np.ndarray, ref_sorted: np.ndarray, delta: float, alpha: f
     """
     N = P_sorted.shape[0]
     return float(np.mean(ucl_w2(P_sorted, ref_sorted, delta, alpha / N)))
+
+
+#: Confidence rules of the certificate (``DiscoverSettings.certificate``): the scale of their bounds.
+CERTIFICATES = {"dkw": "squared", "bootstrap": "unsquared"}
+
+
+def _lerp_quantile(s_sorted: np.ndarray, q: float) -> np.ndarray:
+    """``np.quantile(s, q, axis=-1)`` (linear method, numpy's own arithmetic) of sorted samples (..., n)."""
+    n = s_sorted.shape[-1]
+    pos = (n - 1) * q
+    f = int(math.floor(pos))
+    t = pos - f
+    a, b = s_sorted[..., f], s_sorted[..., min(f + 1, n - 1)]
+    diff = b - a
+    return a + diff * t if t < 0.5 else b - diff * (1.0 - t)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """Sorted samples (..., n) and their kept block: ``start`` and size ``size`` (..., 1), ints."""
+
+    values: np.ndarray
+    start: np.ndarray
+    size: np.ndarray
+
+
+def _kept(s_sorted: np.ndarray, delta: float) -> _Kept:
+    """The values of sorted samples between their own ``delta`` and ``1 - delta`` quantiles (ties at a cut stay in)."""
+    lo, hi = _lerp_quantile(s_sorted, delta), _lerp_quantile(s_sorted, 1.0 - delta)
+    start = (s_sorted < lo[..., None]).sum(axis=-1, keepdims=True)
+    stop = (s_sorted <= hi[..., None]).sum(axis=-1, keepdims=True)
+    return _Kept(s_sorted, start, stop - start)
+
+
+def _gather(values: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``np.take_along_axis(values, idx, axis=-1)`` for ``idx`` with the same leading shape, by flat indexing."""
+    L, K = values.shape[-1], idx.shape[-1]
+    rows = np.arange(idx.size // K).reshape(*idx.shape[:-1], 1) * L
+    return values.reshape(-1)[idx + rows]
+
+
+def _kept_cost(A: _Kept, Bk: _Kept) -> np.ndarray:
+    """Exact squared-distance OT cost between uniform masses on two kept blocks. Shape (...).
+
+    ``int (F_A^{-1} - F_B^{-1})^2 = mean(A^2) + mean(B^2) - 2 int F_A^{-1} F_B^{-1}``; the cross term is
+    ``sum_i A_i (G_B((i+1)/p) - G_B(i/p))`` with ``G_B(u) = int_0^u F_B^{-1}``, piecewise linear with
+    knots at ``j/q``: ``G_B(i/p) = (C_k + (r/p) B_k) / q`` for ``i q = k p + r`` (C: cumulative sums of B).
+    """
+    p, q = A.size, Bk.size  # (..., 1)
+    n, m = A.values.shape[-1], Bk.values.shape[-1]
+    a = np.where(np.arange(n) < p, _gather(A.values, np.minimum(A.start + np.arange(n), n - 1)), 0.0)  # by rank
+    jb = np.arange(m) - Bk.start
+    b = np.where((jb >= 0) & (jb < q), Bk.values, 0.0)
+    C = np.concatenate([np.zeros((*b.shape[:-1], 1)), np.cumsum(b, axis=-1)], axis=-1)  # (..., m + 1)
+    iq = np.arange(n + 1) * q  # G_B at i/p, i = 0..n
+    k = iq // p
+    G = _gather(C, np.minimum(Bk.start + k, m)) + (iq - k * p) / p * _gather(Bk.values, np.minimum(Bk.start + k, m - 1))
+    cross = (a * np.diff(G, axis=-1)).sum(axis=-1) / q[..., 0]
+    return (a ** 2).sum(axis=-1) / p[..., 0] + (b ** 2).sum(axis=-1) / q[..., 0] - 2.0 * cross
+
+
+def trimmed_ot_sq(a: np.ndarray, b: np.ndarray, delta: float, *, presorted: bool = False) -> np.ndarray:
+    """``T_d(a, b)``: each sample trimmed at its own quantiles, exact 1-D OT of the kept points, / (1 - 2 d).
+
+    Parameters
+    ----------
+    a, b : ndarrays (..., n) and (..., m) with the same leading axes.
+    delta : trimming constant d in ``[0, 1/2)``.
+    presorted : the last axes are already sorted ascending.
+
+    Returns
+    -------
+    ndarray (...) (a float for 1-D input), squared units. The kept sets have sizes p and q; the
+    cost integrates ``(F_A^{-1}(u) - F_B^{-1}(u))^2`` over the merged breakpoints ``i/p`` and ``j/q``,
+    exactly (the sorted matching when p = q).
+    """
+    if not 0.0 <= delta < 0.5:
+        raise DataError(f"trimming constant delta must be in [0, 1/2), got {delta}")
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if not presorted:
+        a, b = np.sort(a, axis=-1), np.sort(b, axis=-1)
+    out = _kept_cost(_kept(a, delta), _kept(b, delta)) / (1.0 - 2.0 * delta)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def bootstrap_indices(n: int, m: int, resamples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``resamples`` resampling index vectors for samples of sizes n and m: shapes (B, n), (B, m)."""
+    return rng.integers(0, n, (resamples, n)), rng.integers(0, m, (resamples, m))
+
+
+def bootstrap_bound(a: np.ndarray, b: np.ndarray, delta: float, level: float, idx_a: np.ndarray,
+                    idx_b: np.ndarray, *, b_resampled: _Kept | None = None) -> np.ndarray:
+    """Basic-bootstrap upper bound of ``sqrt(T_d(a, b))`` (unsquared), batched over leading axes.
+
+    Parameters
+    ----------
+    a, b : samples (..., n), (..., m).
+    delta : trimming constant of :func:`trimmed_ot_sq`.
+    level : ``1 - level`` is the confidence; the bootstrap quantile is taken at ``level / 2``.
+    idx_a, idx_b : resampling indices (B, n), (B, m), the same for every call of a run.
+    b_resampled : the kept blocks of ``b``'s sorted resamples (:func:`resampled`), when cached.
+
+    Returns
+    -------
+    ndarray (...) (a float for 1-D input): ``sqrt(max(W - quantile_{level/2}(D), 0))`` with
+    ``W = T_d(a, b)`` and ``D_b = T_d(a[idx_a_b], b[idx_b_b]) - W``.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    W = np.asarray(trimmed_ot_sq(a, b, delta))
+    rb = resampled(b, idx_b, delta) if b_resampled is None else b_resampled
+    D = _kept_cost(resampled(a, idx_a, delta), rb) / (1.0 - 2.0 * delta) - W[..., None]
+    upper = W - np.quantile(D, level / 2.0, axis=-1)
+    out = np.sqrt(np.maximum(upper, 0.0))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def resampled(a: np.ndarray, idx: np.ndarray, delta: float) -> _Kept:
+    """Kept blocks of the sorted resamples ``a[..., idx]`` (..., B, n) of samples (..., n)."""
+    return _kept(np.sort(np.asarray(a, dtype=float)[..., idx], axis=-1), delta)
+
+
+def bootstrap_sw(P: np.ndarray, ref: np.ndarray, delta: float, alpha: float, idx_a: np.ndarray,
+                 idx_b: np.ndarray, *, ref_resampled: _Kept | None = None) -> float:
+    """Input-side bootstrap bound: ``sqrt(mean_k bound_k^2)`` over the N directions, each at level ``alpha / N``.
+
+    Parameters
+    ----------
+    P, ref : projections of the current and the factual rows, shape (N, n) each (any order).
+    ref_resampled : ``resampled(ref, idx_b, delta)``, when cached.
+    """
+    N = P.shape[0]
+    bounds = bootstrap_bound(P, ref, delta, alpha / N, idx_a, idx_b, b_resampled=ref_resampled)
+    return float(np.sqrt(np.mean(np.square(bounds))))
+
+
+class Certificate:
+    """The bounds (UCL_x, UCL_y) of one run under one confidence rule.
+
+    Parameters
+    ----------
+    rule : a key of :data:`CERTIFICATES`: ``"dkw"`` (squared scale) or ``"bootstrap"`` (unsquared).
+    n : sample size (factual rows = target values).
+    delta, alpha : trimming constant and level (the input side uses ``alpha / N`` per direction).
+    resamples : B of the bootstrap rule.
+    seed : the run seed; the bootstrap indices come from stream ``[seed, 8]``, drawn once and reused.
+    """
+
+    def __init__(self, rule: str, n: int, delta: float, alpha: float, resamples: int = 200, seed: int = 0) -> None:
+        if rule not in CERTIFICATES:
+            raise DataError(f"unknown certificate rule {rule!r}; valid: {', '.join(CERTIFICATES)}")
+        self.rule, self.delta, self.alpha = rule, delta, alpha
+        self.scale = CERTIFICATES[rule]
+        self.idx = None
+        if rule == "bootstrap":
+            self.idx = bootstrap_indices(n, n, resamples, numpy_rng("discover.bootstrap", seed=seed))
+        self._cache: dict[str, tuple[np.ndarray, _Kept]] = {}
+
+    def _reference(self, side: str, ref: np.ndarray) -> _Kept:
+        """The resampled kept blocks of a reference sample, computed once per reference array."""
+        hit = self._cache.get(side)
+        if hit is None or not (hit[0] is ref or np.array_equal(hit[0], ref)):
+            hit = (ref, resampled(ref, self.idx[1], self.delta))
+            self._cache[side] = hit
+        return hit[1]
+
+    def input_bound(self, P_sorted: np.ndarray, ref_sorted: np.ndarray) -> float:
+        """UCL_x of sorted projections (N, n) against the sorted factual projections (N, n)."""
+        if self.idx is None:
+            return ucl_sw2(P_sorted, ref_sorted, self.delta, self.alpha)
+        return bootstrap_sw(P_sorted, ref_sorted, self.delta, self.alpha, *self.idx,
+                            ref_resampled=self._reference("x", ref_sorted))
+
+    def output_bound(self, y_sorted: np.ndarray, ref_sorted: np.ndarray) -> float:
+        """UCL_y of sorted scores (n,) against the sorted targets (n,)."""
+        if self.idx is None:
+            return ucl_w2(y_sorted, ref_sorted, self.delta, self.alpha)
+        return float(bootstrap_bound(y_sorted, ref_sorted, self.delta, self.alpha, *self.idx,
+                                     b_resampled=self._reference("y", ref_sorted)))
+
+    def convert(self, U: float, rule: str) -> float:
+        """A threshold ``U`` of this rule's scale in the scale of ``rule`` (the same distance)."""
+        if CERTIFICATES[rule] == self.scale:
+            return float(U)
+        return float(U) ** 2 if self.scale == "unsquared" else math.sqrt(float(U))
 
 
 @dataclass(frozen=True)
@@ -169,4 +365,6 @@ def first_certified(log: pd.DataFrame) -> int | None:
     return int(np.argmax(ok)) if ok.any() else None
 
 
-__all__ = ["EtaStep", "dkw_epsilon", "eta_rule", "first_certified", "is_feasible", "ucl_sw2", "ucl_w2"]
+__all__ = ["CERTIFICATES", "Certificate", "EtaStep", "bootstrap_bound", "bootstrap_indices", "bootstrap_sw",
+           "resampled",
+           "dkw_epsilon", "eta_rule", "first_certified", "is_feasible", "trimmed_ot_sq", "ucl_sw2", "ucl_w2"]

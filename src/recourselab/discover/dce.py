@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from recourselab.data.schema import Schema
-from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.certify import eta_rule, is_feasible
 from recourselab.discover.metrics import ot_y
 from recourselab.discover.ot import match, sorted_projections
 from recourselab.discover.proposals import ProposalSpace
@@ -35,6 +35,7 @@ from recourselab.discover.settings import DiscoverSettings
 from recourselab.discover.solver import (
     DiscoverResult,
     NotCertifiedWarning,
+    both_verdicts,
     charge,
     checked_scores,
     default_target,
@@ -185,7 +186,7 @@ class DCE:
             if t > 0 and s.resample_directions:
                 theta = directions_at(d, s, t)
                 ref_x, theta_t = sorted_projections(Xf, theta), torch.as_tensor(theta)
-                U_x = input_threshold(ref_x, s)
+                U_x = input_threshold(ref_x, s, run.cert)
             # one model pass per iterate gives its scores and, below, their gradient; every pass
             # counts, the one at t = 0 too, although prepare_run scored the factuals already
             Xt = torch.tensor(X, dtype=torch.float64, requires_grad=True)
@@ -194,8 +195,8 @@ class DCE:
             y = yf if t == 0 else checked_scores(proba.detach().numpy(), n, self.schema)
             m = match(X @ theta.T, ref_x, y, ref_y, w)
             _, qx, qy = m.objective(0.0)
-            ucl_x = ucl_sw2(m.sorted_x, ref_x, s.delta, s.alpha)
-            ucl_y = ucl_w2(m.sorted_y, ref_y, s.delta, s.alpha)
+            ucl_x = run.cert.input_bound(m.sorted_x, ref_x)
+            ucl_y = run.cert.output_bound(m.sorted_y, ref_y)
             feasible = is_feasible(ucl_x, ucl_y, U_x, U_y)
             step = eta_rule(ucl_x, ucl_y, U_x, U_y, left, right, s.kappa)
             eta, left, right = step.eta, step.left, step.right
@@ -225,17 +226,17 @@ class DCE:
         ys = self._scores(Xs)
         theta = directions_at(d, s, best)  # recheck on the returned iterate's own directions
         ref_x = sorted_projections(Xf, theta)
-        U_x = input_threshold(ref_x, s)
+        U_x = input_threshold(ref_x, s, run.cert)
         ms = match(Xs @ theta.T, ref_x, ys, ref_y, w)
         _, qx, qy = ms.objective(0.0)
         rec = {"iteration": best, "eta": records[best]["eta"], "OT_x": qx, "OT_y": qy,
-               "UCL_x": ucl_sw2(ms.sorted_x, ref_x, s.delta, s.alpha),
-               "UCL_y": ucl_w2(ms.sorted_y, ref_y, s.delta, s.alpha)}
+               "UCL_x": run.cert.input_bound(ms.sorted_x, ref_x), "UCL_y": run.cert.output_bound(ms.sorted_y, ref_y)}
         feasible = is_feasible(rec["UCL_x"], rec["UCL_y"], U_x, U_y) and bool((Xs != Xf).any())
         if not feasible:
             warnings.warn("DCE: the returned (snapped) counterfactuals are not certified feasible",
                           NotCertifiedWarning, stacklevel=2)
-        metrics = result_metrics(Xs, Xf, ys, ystar, self.schema, s, rec, U_x, U_y, eta)
+        metrics = result_metrics(Xs, Xf, ys, ystar, self.schema, s, rec, U_x, U_y, eta, cert=run.cert)
+        metrics.update(both_verdicts(Xs, Xf, ys, ystar, s, run, bool((Xs != Xf).any())))
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
         # kept: iterates certified as the gradient left them (before snapping); ``feasible`` is the snapped one's

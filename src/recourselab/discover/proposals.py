@@ -15,6 +15,15 @@ around ``a``, ``z = E_p[cur] + lambda_c u`` with ``lambda_c ~ U(0, categorical_s
 new level is sampled with ``p(v) ~ exp(-||E_p[v] - z||^2 / tau)`` over the row's allowed
 levels, written back as that level's exact phase pair.
 
+Restart moves (``restart_prob``): a numerical move of an edited row may first jump to the values
+of a random factual row (the donor, one per edited row and candidate) and take its cone step from
+there, as the DISCOVER reference code's continuous moves do.
+
+With an ``embed`` (the input-side transport measured in another space), the guidance is pulled
+back to the mutable features (:meth:`ProposalSpace.pull_back`): a numerical feature gets the
+directional derivative of the embedded row, a categorical the exact change of ``<-g, embed(x)>``
+when the row switches to each level.
+
 Immutable (schema) and ``"fixed"`` features are never proposed; ``"increasing"`` /
 ``"decreasing"`` rules bound each row by its factual value (numerical) or level index
 (categorical), so every proposal is actionable by construction.
@@ -24,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -197,6 +207,7 @@ class ProposalSpace:
             elif rule == "decreasing":
                 row_hi[:, j] = np.minimum(row_hi[:, j], factuals[:, self.num_cols[j]])
         self.row_lo, self.row_hi = row_lo, row_hi
+        self.factual_num = factuals[:, self.num_cols].copy()  # donors of restart moves
         self.cats = tuple(cats)
         self.n_features = len(num_cols) + len(cats)
         if self.n_features == 0:
@@ -243,8 +254,43 @@ class ProposalSpace:
             val = np.where(self.num_integer, rounded, val)
         return val
 
+    def pull_back(self, embed: Callable[[np.ndarray], np.ndarray], base: np.ndarray,
+                  g: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """Guidance ``g`` (k, D) of the embedded rows ``embed(base)`` pulled back to the mutable features.
+
+        Returns
+        -------
+        g_enc : (k, d), on the numerical columns the directional derivative
+            ``(embed(x + h e_j) - embed(x)) / h . g`` (h = 1e-3); zero elsewhere.
+        level_scores : per mutable categorical, (k, L): ``-g . embed(x with level v)``; switching a row
+            from level a to b changes the embedded objective by about ``-(score_b - score_a)``.
+        """
+        k, d = base.shape
+        variants = []
+        h = 1e-3
+        for col in self.num_cols:
+            v = base.copy()
+            v[:, col] += h
+            variants.append(v)
+        for cat in self.cats:
+            for ph in cat.phases:
+                v = base.copy()
+                v[:, list(cat.cols)] = ph
+                variants.append(v)
+        stack = np.concatenate([base[None], *[v[None] for v in variants]])  # (1 + V, k, d)
+        E = np.asarray(embed(stack.reshape(-1, d)), dtype=float).reshape(len(stack), k, -1)
+        g_enc = np.zeros((k, d))
+        for j, col in enumerate(self.num_cols):
+            g_enc[:, col] = ((E[1 + j] - E[0]) / h * g).sum(axis=-1)
+        scores, at = [], 1 + len(self.num_cols)
+        for cat in self.cats:
+            L = len(cat.phases)
+            scores.append(-(E[at:at + L] * g[None]).sum(axis=-1).T)  # (k, L)
+            at += L
+        return g_enc, tuple(scores)
+
     def perturb(self, base: np.ndarray, rows: np.ndarray, g: np.ndarray, chosen: np.ndarray,
-                rng: np.random.Generator) -> np.ndarray:
+                rng: np.random.Generator, level_scores: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
         """Apply one cone-guided step to the ``chosen`` features of ``base``.
 
         Parameters
@@ -253,6 +299,8 @@ class ProposalSpace:
         rows : factual row indices (k,) of the k editable rows (bounds, allowed levels).
         g : guidance field on those rows (k, d) (the gradient of SW^2; moves follow -g).
         chosen : (C, k, F) bool, features to move (see :meth:`choose`).
+        level_scores : per mutable categorical (k, L), the guidance on its levels from :meth:`pull_back`;
+            None: from ``g`` on the categorical's phase pair.
 
         Returns
         -------
@@ -270,13 +318,22 @@ class ProposalSpace:
             u = u / np.where(norm > 0, norm, 1.0)
             lam = rng.uniform(0.0, s.step, (C, k, 1))
             cur = base[..., self.num_cols]
-            val = self.numerical_values(cur + lam * self.num_range * u, rows)
+            start = cur
+            if s.restart_prob > 0:  # jump to a random factual row's values first (one donor per row)
+                restart = rng.random((C, k, 1)) < s.restart_prob
+                donor = rng.integers(0, len(self.factual_num), (C, k))
+                start = np.where(restart, self.factual_num[donor], cur)
+            val = self.numerical_values(start + lam * self.num_range * u, rows)
             out[..., self.num_cols] = np.where(sel, val, cur)
         for j, cat in enumerate(self.cats):
             sel = chosen[..., Fn + j]
             cur = cat.levels_of(base)  # (C, k)
             E, ph = cat.embedding, cat.phases
-            if s.guidance:
+            if s.guidance and level_scores is not None:
+                ls = level_scores[j]  # (k, L)
+                score = ls[None, :, :] - np.take_along_axis(np.broadcast_to(ls, (C, *ls.shape)), cur[..., None], axis=2)
+                a = score @ E - score.sum(axis=-1, keepdims=True) * E[cur]
+            elif s.guidance:
                 gp = -g[:, list(cat.cols)]  # (k, 2)
                 score = (ph[None, None, :, :] - ph[cur][..., None, :]) @ gp[None, :, :, None]  # (C,k,L,1)
                 score = score[..., 0]
@@ -299,11 +356,11 @@ class ProposalSpace:
         return out
 
     def propose(self, base_rows: np.ndarray, rows: np.ndarray, g: np.ndarray, M: int,
-                rng: np.random.Generator) -> np.ndarray:
+                rng: np.random.Generator, level_scores: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
         """``M`` candidates: every editable row moves ``h`` random mutable features. Shape (M, k, d)."""
         k = base_rows.shape[0]
         base = np.broadcast_to(base_rows, (M, *base_rows.shape))
-        return self.perturb(base, rows, g, self.choose((M, k), rng), rng)
+        return self.perturb(base, rows, g, self.choose((M, k), rng), rng, level_scores)
 
 
 __all__ = ["CategoricalFeature", "ProposalSpace", "check_actionability", "embedding_dim", "sample_cone"]

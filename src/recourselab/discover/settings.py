@@ -1,8 +1,10 @@
 """Settings of the DISCOVER solver: one frozen, pydantic-free dataclass.
 
-Units: every distance, objective value, UCL and threshold is a **squared** Wasserstein-2
-quantity (``SW^2`` on the input side, ``W^2`` on the output side) in the schema's encoded
-space (numerical features as z-scores, each categorical as one (cos, sin) phase pair).
+Units: every distance and objective value is a **squared** Wasserstein-2 quantity (``SW^2`` on
+the input side, ``W^2`` on the output side) in the schema's encoded space (numerical features as
+z-scores, each categorical as one (cos, sin) phase pair), or in the space of ``Discover(embed=...)``.
+UCLs and thresholds are squared under ``certificate="dkw"`` (default) and unsquared under
+``certificate="bootstrap"``.
 Scores ``b(x)`` are probabilities of the favourable class, in [0, 1].
 """
 
@@ -22,6 +24,12 @@ ACTIONABILITY = ("increasing", "decreasing", "fixed")
 STOP_RULES = ("stalled", "certified", "ot_y")
 #: Ranges that scale numerical steps (see ``DiscoverSettings.step_range``).
 STEP_RANGES = ("training", "factuals")
+#: Confidence rules of the certificate (see ``DiscoverSettings.certificate``).
+CERTIFICATE_RULES = ("dkw", "bootstrap")
+#: How the editable rows of an iteration are chosen (see ``DiscoverSettings.row_choice``).
+ROW_CHOICES = ("top_k", "stall")
+#: Which selected candidate replaces the iterate (see ``DiscoverSettings.accept``).
+ACCEPT_RULES = ("improve", "best")
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,20 @@ class DiscoverSettings:
         iterations whose selected candidate improved Q by at most ``tol`` (relative). Default 5.
     tol : relative improvement counted as a stall. Default 1e-6.
 
+    certificate : the confidence rule of the certificate, a key of :data:`CERTIFICATE_RULES`.
+        ``"dkw"`` (default): finite-sample DKW quantile bands, bounds on the **squared** scale
+        (``U_x``, ``U_y`` squared). ``"bootstrap"``: the DISCOVER reference code's basic bootstrap
+        of each sample-trimmed distance, bounds on the **unsquared** scale (``U_x``, ``U_y``
+        unsquared, e.g. the paper's 0.8 and 0.5), each input direction at level alpha / N
+        (docs/reference/certificates.md). The thresholds are in the chosen rule's scale; the
+        result reports both rules' verdicts (the other rule's thresholds are the same distances,
+        squared or square-rooted, or its own calibration when U is None). Calibration when a
+        threshold is None under ``"bootstrap"``: ``U_x = sqrt(U_x_margin * mean_k Var(theta_k . X'))``
+        (a budget relative to the factuals' spread, the bootstrap floor of X' itself being 0) and
+        ``U_y = sqrt(U_y_margin)``, capped at the factuals' own bound.
+    bootstrap_resamples : B, resampling index vectors of the bootstrap rule (drawn once per run
+        from ``seed`` and reused at every iteration, like the reference code). Default 200.
+
     Proposals (OT-guided cone sampling)
     -----------------------------------
     cone_angle : half-angle phi (radians) of the cone around -g. Default pi/4.
@@ -112,6 +134,18 @@ class DiscoverSettings:
         in the sample keep the training range; an integer feature's range is at least 1 / ``step``
         units, so that a full step reaches the next integer). Values are clipped to the training
         range either way; a factual outside it widens only its own row's bounds, to its value.
+    restart_prob : probability that an edited row's numerical move restarts from the value of a
+        random factual row (one donor row per edited row and candidate) before its cone step, as the
+        reference code's continuous moves do: large moves that keep each marginal close to the
+        factuals'. Default 0 (every step starts from the current value).
+    row_choice : how the editable rows are chosen, a key of :data:`ROW_CHOICES`. ``"top_k"``
+        (default): the k rows with the largest q_i. ``"stall"``: the top k, except after an
+        iteration whose selected candidate was not accepted, when k rows are drawn with
+        probability proportional to q_i (a stalled top-k set would otherwise stay the same).
+    accept : which candidate replaces the iterate, a key of :data:`ACCEPT_RULES`. ``"improve"``
+        (default): the best candidate only if it lowers Q (the no-op candidate). ``"best"``: the
+        best edited candidate always, even when Q goes up (the reference code's rule); the run
+        still returns its best certified iterate.
     categorical_step : maximum step length in a categorical's embedding space. Default 1.2.
     temperature : tau of the categorical decoding p(v) ~ exp(-||E_p[v] - z||^2 / tau).
         Default 2.0.
@@ -168,9 +202,14 @@ class DiscoverSettings:
     stop_ot_y: float | None = setting(None, ge=0)
     patience: int = setting(5, ge=1)
     tol: float = setting(1e-6, ge=0)
+    certificate: str = setting("dkw", choices=CERTIFICATE_RULES)
+    bootstrap_resamples: int = setting(200, ge=2)
     cone_angle: float = setting(math.pi / 4, gt=0, le=math.pi)
     step: float = setting(0.2, gt=0)
     step_range: str = setting("training", choices=STEP_RANGES)
+    restart_prob: float = setting(0.0, ge=0, le=1)
+    row_choice: str = setting("top_k", choices=ROW_CHOICES)
+    accept: str = setting("improve", choices=ACCEPT_RULES)
     categorical_step: float = setting(1.2, ge=0)
     temperature: float = setting(2.0, gt=0)
     embedding_dim: int | None = setting(None, ge=1)
@@ -243,4 +282,4 @@ class DiscoverSettings:
         return self.stop != "stalled" and certified_edit and self.at_level(ot_y)
 
 
-__all__ = ["ACTIONABILITY", "STOP_RULES", "DiscoverSettings"]
+__all__ = ["ACCEPT_RULES", "ACTIONABILITY", "CERTIFICATE_RULES", "ROW_CHOICES", "STOP_RULES", "DiscoverSettings"]

@@ -4,7 +4,8 @@ One outer iteration on the current iterate X (n, d):
 
 1. sorted matchings of the projections ``P = X theta^T`` (cached, updated only for edited
    rows) and of the scores ``b(X)`` (cached) to the sorted factual projections / targets;
-   ``Qx``, ``Qy``, the DKW UCLs, feasibility, and eta by DCE's rule with interval narrowing;
+   ``Qx``, ``Qy``, the UCLs of the chosen certificate rule (DKW or bootstrap), feasibility,
+   and eta by DCE's rule with interval narrowing;
 2. row scores q_i (Prop. 3.1; they sum to Q exactly) and the top-k editable set I;
 3. the guidance field ``g = grad SW^2`` on the rows of I in closed form;
 4. the strategy proposes candidates editing only rows of I; all candidates of a batch are
@@ -25,7 +26,10 @@ has stalled for ``patience`` iterations (``stop="stalled"``), or at the first ce
 iterate (``stop="certified"``). It returns the best feasible edited iterate (min Q
 under the final eta) if there is one, else the last iterate with ``feasible=False``.
 
-All objective values, UCLs and thresholds are squared Wasserstein-2 quantities.
+Objective values are squared Wasserstein-2 quantities; UCLs and thresholds are squared (DKW) or
+unsquared (bootstrap), see ``docs/reference/certificates.md``. With ``embed`` the input side is
+measured on the embedded rows; with ``row_choice="stall"`` the rows after a rejected step are drawn
+in proportion to q_i, and with ``accept="best"`` the best edited candidate replaces X even when Q rises.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from recourselab.data.schema import Schema, encode_rows
-from recourselab.discover.certify import eta_rule, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.certify import CERTIFICATES, Certificate, eta_rule, is_feasible, ucl_sw2, ucl_w2
 from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_x_minmax, ot_y
 from recourselab.discover.ot import Matching, match, random_directions, sorted_projections, trim_weights
 from recourselab.discover.proposals import ProposalSpace, check_actionability
@@ -61,6 +65,10 @@ logger = logging.getLogger(__name__)
 
 class NotCertifiedWarning(UserWarning):
     """The run ended without a certified-feasible iterate."""
+
+
+class UnreachableCertificateWarning(UserWarning):
+    """Before the search: a threshold that no iterate can meet (its floor is already above it)."""
 
 
 @dataclass(frozen=True)
@@ -259,14 +267,35 @@ class RunSetup:
     U_x: float
     U_y: float
     space: ProposalSpace
+    cert: Certificate | None = None
+    embed: Any = None
+    reachable: dict[str, Any] = field(default_factory=dict)
+
+    def embedded(self, X: np.ndarray) -> np.ndarray:
+        """Rows (..., d) in the space of the input-side transport (..., D) (the encoded rows without ``embed``)."""
+        return embed_rows(self.embed, X)
+
+
+def embed_rows(embed: Any, X: np.ndarray) -> np.ndarray:
+    """``embed(X)`` for rows (..., d) -> (..., D), checked; ``X`` itself when ``embed`` is None."""
+    if embed is None:
+        return X
+    flat = X.reshape(-1, X.shape[-1])
+    out = np.asarray(embed(flat), dtype=float)
+    if out.ndim != 2 or out.shape[0] != flat.shape[0] or not np.isfinite(out).all():
+        raise DataError(f"embed must map rows (m, d) to finite rows (m, D), got shape {out.shape} for m={len(flat)}")
+    return out.reshape(*X.shape[:-1], out.shape[1])
 
 
 def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[str, Any] | str, schema: Schema,
-                s: DiscoverSettings, scores: Any) -> RunSetup:
+                s: DiscoverSettings, scores: Any, embed: Any = None) -> RunSetup:
     """Encode the factuals, score them with ``scores(X) -> (n,)``, draw y*, directions and thresholds.
 
     The factuals, the target, the actionability rules and that some feature can be edited are
-    checked before the model is queried, so a mistake in them costs no queries.
+    checked before the model is queried, so a mistake in them costs no queries. ``embed`` maps
+    encoded rows (m, d) to the space of the input-side transport (m, D) (None: the encoded space).
+    Thresholds that no iterate can meet are warned about here, before the search
+    (:class:`UnreachableCertificateWarning`).
     """
     Xf = encode_factuals(factuals, schema)
     n, d = Xf.shape
@@ -275,19 +304,53 @@ def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[st
     space = ProposalSpace(schema, Xf, s)
     yf = scores(Xf)
     tgt, ystar = resolve_target(target, n, yf)
-    theta = directions_at(d, s, 0)
-    ref_x, ref_y = sorted_projections(Xf, theta), np.sort(ystar)
-    U_x = input_threshold(ref_x, s)
-    U_y = output_threshold(np.sort(yf), ref_y, s)
+    EXf = embed_rows(embed, Xf)
+    theta = directions_at(EXf.shape[1], s, 0)
+    ref_x, ref_y = sorted_projections(EXf, theta), np.sort(ystar)
+    cert = Certificate(s.certificate, n, s.delta, s.alpha, s.bootstrap_resamples, s.seed)
+    U_x = input_threshold(ref_x, s, cert)
+    U_y = output_threshold(np.sort(yf), ref_y, s, cert)
+    reachable = check_reachable(ref_x, ref_y, U_x, U_y, cert)
     if not U_x > 0:
         raise DataError(f"the calibrated input threshold U_x is 0: the {n} factual rows are identical, so their "
                         "confidence band has no width and UCL_x < U_x can never hold; pass U_x (> 0) or "
                         "factual rows that differ")
     return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
-                    ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y), space=space)
+                    ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y), space=space, cert=cert, embed=embed,
+                    reachable=reachable)
 
 
-def output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettings) -> float:
+def check_reachable(ref_x: np.ndarray, ref_y: np.ndarray, U_x: float, U_y: float, cert: Certificate) -> dict[str, Any]:
+    """Whether each threshold can be met at all, warned about before the search.
+
+    The floor of the input side is the bound of the unedited factuals against themselves (no
+    iterate is closer to X' than X' itself); the floor of the output side is the bound of a
+    perfect match, the targets against themselves. A threshold at or below its floor cannot be
+    met by any iterate: :class:`UnreachableCertificateWarning` names the side and the numbers.
+
+    Returns
+    -------
+    dict: ``reachable`` (bool), ``floor_x``, ``floor_y`` (in the rule's scale) and ``reason`` (None or text).
+    """
+    floor_x, floor_y = cert.input_bound(ref_x, ref_x), cert.output_bound(ref_y, ref_y)
+    reasons = []
+    if not floor_x < U_x:
+        reasons.append(f"input side: the unedited factuals' own bound UCL_x(X', X') = {floor_x:.4g} is not below "
+                       f"U_x = {U_x:.4g}")
+    if not floor_y < U_y:
+        reasons.append(f"output side: even scores equal to the targets give UCL_y(y*, y*) = {floor_y:.4g}, not below "
+                       f"U_y = {U_y:.4g}")
+    reason = None
+    if reasons:
+        reason = (f"the {cert.rule} certificate ({cert.scale} scale) cannot be met by any iterate: "
+                  f"{'; '.join(reasons)}; raise the threshold(s), use more factual rows, or choose the other rule")
+        logger.warning(reason)
+        warnings.warn(reason, UnreachableCertificateWarning, stacklevel=3)
+    return {"reachable": not reasons, "floor_x": float(floor_x), "floor_y": float(floor_y), "reason": reason}
+
+
+def output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettings,
+                     cert: Certificate | None = None) -> float:
     """U_y for the sorted factual scores ``yf_sorted`` (n,) and sorted targets ``ref_y`` (n,).
 
     ``s.U_y`` if given, else ``min(UCL_y(y*, y*) + U_y_margin, UCL_y(b(X'), y*))``: the floor of
@@ -295,6 +358,8 @@ def output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettin
     so the output certificate always asks for an improvement on the factuals (a threshold
     they already pass would certify nothing). A threshold the factuals pass is logged.
     """
+    if cert is not None and cert.rule != "dkw":
+        return bootstrap_output_threshold(yf_sorted, ref_y, s, cert)
     start = ucl_w2(yf_sorted, ref_y, s.delta, s.alpha)
     if s.U_y is not None:
         if start < s.U_y:
@@ -314,16 +379,37 @@ def output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettin
     return float(min(calibrated, start))
 
 
-def input_threshold(ref_x: np.ndarray, s: DiscoverSettings) -> float:
-    """U_x for sorted factual projections ``ref_x`` (N, n): ``s.U_x`` if given, else the DKW
-    floor of the unedited sample on those directions times ``1 + U_x_margin``."""
+def bootstrap_output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettings,
+                               cert: Certificate) -> float:
+    """U_y of the bootstrap rule (unsquared): ``s.U_y``, else ``sqrt(U_y_margin)`` capped at the factuals' own bound."""
+    start = cert.output_bound(yf_sorted, ref_y)
+    if s.U_y is not None:
+        if start < s.U_y:
+            logger.warning("the unedited factuals already pass the output threshold (UCL_y %.4g < U_y %.4g): "
+                           "the output certificate asks for no change", start, s.U_y)
+        return float(s.U_y)
+    if not s.U_y_margin > 0 or not start > 0:
+        raise DataError("the calibrated bootstrap threshold U_y is 0 (U_y_margin 0, or every factual score already "
+                        "equals the target), so UCL_y < U_y can never hold; set U_y_margin > 0 or pass U_y (> 0)")
+    return float(min(np.sqrt(s.U_y_margin), start))
+
+
+def input_threshold(ref_x: np.ndarray, s: DiscoverSettings, cert: Certificate | None = None) -> float:
+    """U_x for sorted factual projections ``ref_x`` (N, n): ``s.U_x`` if given, else calibrated.
+
+    DKW (``cert`` None or its rule ``"dkw"``): the floor of the unedited sample on those directions
+    times ``1 + U_x_margin`` (squared). Bootstrap: ``sqrt(U_x_margin * mean_k Var(ref_x[k]))``
+    (unsquared; the bootstrap floor of X' against itself is 0).
+    """
     if s.U_x is not None:
         return float(s.U_x)
+    if cert is not None and cert.rule != "dkw":
+        return float(np.sqrt(s.U_x_margin * np.mean(np.var(ref_x, axis=1))))
     return float(ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin))
 
 
 def holdout_certified_x(X: np.ndarray, Xf: np.ndarray, s: DiscoverSettings, *, sets: int | None = None,
-                        key: tuple[int, ...] | None = None) -> float | None:
+                        key: tuple[int, ...] | None = None, cert: Certificate | None = None) -> float | None:
     """Share of ``sets`` fresh sets of N directions on which ``X`` (n, d) still passes the input
     certificate against the factuals ``Xf`` (n, d): UCL_x < U_x, with U_x from
     :func:`input_threshold` on each set (the run's rule). Set k is drawn from
@@ -337,7 +423,10 @@ def holdout_certified_x(X: np.ndarray, Xf: np.ndarray, s: DiscoverSettings, *, s
     for k in range(sets):
         theta = random_directions(Xf.shape[1], s.n_projections, np.random.default_rng([*key, k]))
         ref = sorted_projections(Xf, theta)
-        passed += ucl_sw2(sorted_projections(X, theta), ref, s.delta, s.alpha) < input_threshold(ref, s)
+        if cert is None:
+            passed += ucl_sw2(sorted_projections(X, theta), ref, s.delta, s.alpha) < input_threshold(ref, s)
+        else:
+            passed += cert.input_bound(sorted_projections(X, theta), ref) < input_threshold(ref, s, cert)
     return passed / sets
 
 
@@ -452,6 +541,12 @@ class Discover:
     schema : the encoded layout of the data the model was trained on.
     n_projections, top_k, h, trials, max_iter, strategy, seed : the main settings
         (N, k, h, M, T; see :class:`DiscoverSettings`).
+    embed : optional row-wise map of encoded rows (m, d) to the space in which the input-side
+        transport is measured (m, D), e.g. numericals as z-scores and each categorical as its
+        standardized one-hot block, the space of a metric computed elsewhere. The sliced objective,
+        its guidance (pulled back to the mutable features through ``embed``), the certificate and
+        the reported OT(x) and MMD^2 then use that space; proposals still edit encoded features, so
+        categories stay valid. None (default): the encoded space.
     **options : any other :class:`DiscoverSettings` field (unknown names list the valid ones).
         :meth:`from_settings` builds a solver from a settings object.
 
@@ -469,7 +564,7 @@ class Discover:
     def __init__(self, model: Any, *, schema: Schema, n_projections: int = _DEFAULTS.n_projections,
                  top_k: int = _DEFAULTS.top_k, h: int = _DEFAULTS.h, trials: int = _DEFAULTS.trials,
                  max_iter: int = _DEFAULTS.max_iter, strategy: str = _DEFAULTS.strategy, seed: int = 0,
-                 **options: Any) -> None:
+                 embed: Any = None, **options: Any) -> None:
         if not hasattr(model, "predict_proba"):
             raise TypeError(f"model ({type(model).__name__}) has no predict_proba method")
         if not isinstance(schema, Schema):
@@ -478,8 +573,11 @@ class Discover:
             n_projections=n_projections, top_k=top_k, h=h, trials=trials, max_iter=max_iter,
             strategy=strategy, seed=seed, **options)
         get_strategy(self.settings.strategy)  # an unknown name lists the registered ones
+        if embed is not None and not callable(embed):
+            raise TypeError(f"embed must be a callable rows (m, d) -> (m, D), got {type(embed).__name__}")
         self.model = model
         self.schema = schema
+        self.embed = embed
         self._queries = 0
         self._limit: int | None = None
 
@@ -499,7 +597,7 @@ class Discover:
                   base: np.ndarray, base_y: np.ndarray, cands: np.ndarray,
                   yc: np.ndarray | None = None) -> Evaluation:
         C, k, d = cands.shape
-        Pc = cands @ obj.theta.T  # (C, k, N)
+        Pc = embed_rows(self.embed, cands) @ obj.theta.T  # (C, k, N)
         if yc is None:
             yc = self._candidate_scores(cands, base, base_y)
         return obj.evaluate(m, rows, eta, Pc, yc, qx0)
@@ -553,11 +651,12 @@ class Discover:
         t0 = time.perf_counter()
         s = self.settings
         self._queries = 0
-        run = prepare_run(factuals, target, self.schema, s, self._scores)
+        run = prepare_run(factuals, target, self.schema, s, self._scores, self.embed)
         Xf, yf, tgt, ystar, theta, w = run.Xf, run.yf, run.target, run.ystar, run.theta, run.w
         ref_x, ref_y, U_x, U_y = run.ref_x, run.ref_y, run.U_x, run.U_y
         n, d = Xf.shape
         rng = numpy_rng("discover.proposals", seed=s.seed)
+        cert, EXf = run.cert, run.embedded(Xf)
         obj = _Objective(theta, ref_x, ref_y, w, s.max_elements)
         space = run.space
         strategy = make_strategy(s.strategy, s)
@@ -565,7 +664,7 @@ class Discover:
         logger.info("DISCOVER %s: n=%d d=%d N=%d k=%d h=%d M=%d T=%d U_x=%.4g U_y=%.4g", s.strategy, n, d,
                     s.n_projections, k, s.h, s.trials, s.max_iter, U_x, U_y)
 
-        X, P, y = Xf.copy(), Xf @ theta.T, yf.copy()
+        X, P, y = Xf.copy(), EXf @ theta.T, yf.copy()
         changed = np.zeros(n, dtype=bool)
         left, right = s.eta_l, s.eta_r
         history: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -579,15 +678,15 @@ class Discover:
                          enabled=progress)
         for t in iterations:
             if t > 0 and s.resample_directions:  # fresh directions: the old sort orders do not carry over
-                theta = directions_at(d, s, t)
-                ref_x = sorted_projections(Xf, theta)
-                obj.theta, obj.ref_x, P, m = theta, ref_x, X @ theta.T, None
-                U_x = input_threshold(ref_x, s)  # the floor of these directions
+                theta = directions_at(EXf.shape[1], s, t)
+                ref_x = sorted_projections(EXf, theta)
+                obj.theta, obj.ref_x, P, m = theta, ref_x, run.embedded(X) @ theta.T, None
+                U_x = input_threshold(ref_x, s, cert)  # the floor of these directions
             m = match(P, ref_x, y, ref_y, w, previous=m)
             all_rows = np.arange(min(k, n))
             qx, qy = obj.current(m, all_rows, P, y)
-            ucl_x = ucl_sw2(m.sorted_x, ref_x, s.delta, s.alpha)
-            ucl_y = ucl_w2(m.sorted_y, ref_y, s.delta, s.alpha)
+            ucl_x = cert.input_bound(m.sorted_x, ref_x)
+            ucl_y = cert.output_bound(m.sorted_y, ref_y)
             feasible = is_feasible(ucl_x, ucl_y, U_x, U_y)
             step = eta_rule(ucl_x, ucl_y, U_x, U_y, left, right, s.kappa)
             eta, left, right = step.eta, step.left, step.right
@@ -608,24 +707,32 @@ class Discover:
                 rec["improvement"] = 0.0
                 break
             scores = q_rows[-1]
-            rows = np.argsort(-scores, kind="stable")[:k]
-            g = m.guidance(rows, theta) if s.guidance else np.zeros((k, d))
+            stalled = s.row_choice == "stall" and t > 0 and not records[-2]["accepted"]
+            rows = sampled_rows(scores, k, rng) if stalled else np.argsort(-scores, kind="stable")[:k]
+            level_scores = None
+            if not s.guidance:
+                g = np.zeros((k, d))
+            elif self.embed is None:
+                g = m.guidance(rows, theta)
+            else:
+                g, level_scores = space.pull_back(self.embed, X[rows], m.guidance(rows, theta))
             Q0 = Q  # the no-op candidate
             evaluate = functools.partial(self._evaluate, obj, m, rows, eta, qx, X[rows], y[rows])
             ctx = SearchContext(base=X[rows].copy(), base_y=y[rows].copy(), rows=rows, guidance=g,
                                 space=space, evaluate=evaluate, rescore=evaluate, trials=s.trials,
-                                recombine=s.recombine)
+                                recombine=s.recombine, level_scores=level_scores)
             sel = strategy.search(ctx, rng)
             # a candidate scored in a batch can land a rounding error below Q0 without being better
             # (e.g. an edit the model does not notice): it must beat Q0 by more than rounding
-            accepted = sel.Q < Q0 - ACCEPT_RTOL * abs(Q0) and not np.array_equal(sel.candidate, X[rows])
+            moved = not np.array_equal(sel.candidate, X[rows])
+            accepted = moved and (s.accept == "best" or sel.Q < Q0 - ACCEPT_RTOL * abs(Q0))
             rec.update(rows=rows.tolist(), accepted=bool(accepted), Q_selected=sel.Q if accepted else Q0,
-                       improvement=(Q0 - sel.Q) / max(abs(Q0), 1e-300) if accepted else 0.0,
+                       improvement=max(Q0 - sel.Q, 0.0) / max(abs(Q0), 1e-300) if accepted else 0.0,
                        queries=self._queries)
             if accepted:
                 history.append((t, rows, X[rows].copy(), y[rows].copy()))
                 X[rows] = sel.candidate
-                P[rows] = sel.candidate @ theta.T
+                P[rows] = run.embedded(sel.candidate) @ theta.T
                 y[rows] = sel.y
                 changed[rows] = (X[rows] != Xf[rows]).any(axis=1)
             logger.debug("iter %d Q=%.6g Qx=%.4g Qy=%.4g eta=%.3f UCLx=%.4g UCLy=%.4g feasible=%s "
@@ -645,7 +752,9 @@ class Discover:
         accepted_at = [rec["iteration"] for rec in records if rec["accepted"]]
         if not feasible:
             warnings.warn(not_certified_message(records, U_y, accepted_at), NotCertifiedWarning, stacklevel=2)
-        metrics = result_metrics(X, Xf, y, ystar, self.schema, s, records[best], records[best]["U_x"], U_y, eta)
+        metrics = result_metrics(X, Xf, y, ystar, self.schema, s, records[best], records[best]["U_x"], U_y, eta,
+                                 embed=self.embed, cert=cert)
+        metrics.update(both_verdicts(run.embedded(X), EXf, y, ystar, s, run, feasible))
         metrics["feasible"] = feasible
         metrics["iterations_run"] = len(records) - 1
         metrics["last_accepted_iteration"] = accepted_at[-1] if accepted_at else None
@@ -710,26 +819,79 @@ def stop_level_reached(s: DiscoverSettings, feasible: bool, ot_y_value: float) -
 
 def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarray, schema: Schema,
                    s: DiscoverSettings, rec: Mapping[str, Any], U_x: float, U_y: float,
-                   eta: float) -> dict[str, Any]:
-    """Reported metrics of the returned iterate (squared units throughout)."""
+                   eta: float, *, embed: Any = None, cert: Certificate | None = None) -> dict[str, Any]:
+    """Reported metrics of the returned iterate (squared units, except UCLs and thresholds of the bootstrap
+    rule). OT(x), MMD^2 and the holdout share are measured in the ``embed`` space when one is given."""
     cost = ares_cost(X, Xf, schema)
     edited = edited_rows(X, Xf)
+    EX, EXf = embed_rows(embed, X), embed_rows(embed, Xf)
+    scale = "squared" if cert is None else cert.scale
+    space = "the encoded space" if embed is None else "the embed space"
     return {
-        "OT_x": ot_x(X, Xf, n_projections=s.metric_projections, delta=s.metric_delta, seed=s.seed),
+        "OT_x": ot_x(EX, EXf, n_projections=s.metric_projections, delta=s.metric_delta, seed=s.seed),
         "OT_x_minmax": ot_x_minmax(X, Xf, schema, n_projections=s.metric_projections, delta=s.metric_delta,
                                    seed=s.seed),
         "OT_y": ot_y(y, ystar, delta=s.metric_delta),
-        "MMD2": mmd2(X, Xf, sigma=s.mmd_sigma),
+        "MMD2": mmd2(EX, EXf, sigma=s.mmd_sigma),
         "ares_cost": float(cost.mean()),
         "ares_cost_edited": float(cost[edited].mean()) if edited.any() else None,  # no edited row: undefined
         "edited_rows": int(edited.sum()),
-        "certified_x_holdout": holdout_certified_x(X, Xf, s),
+        "certified_x_holdout": holdout_certified_x(EX, EXf, s, cert=cert),
         "objective_OT_x": float(rec["OT_x"]), "objective_OT_y": float(rec["OT_y"]),
         "UCL_x": float(rec["UCL_x"]), "UCL_y": float(rec["UCL_y"]), "U_x": float(U_x), "U_y": float(U_y),
         "eta": float(rec["eta"]), "final_eta": float(eta), "returned_iteration": int(rec["iteration"]),
         "mean_score": float(y.mean()), "target_mean": float(ystar.mean()),
-        "units": "squared Wasserstein-2 (SW^2 / W^2) in the encoded space",
+        "units": f"OT and objective values: squared Wasserstein-2 (SW^2 / W^2) in {space}; UCLs and U: {scale}",
     }
+
+
+def both_verdicts(EX: np.ndarray, EXf: np.ndarray, y: np.ndarray, ystar: np.ndarray, s: DiscoverSettings,
+                  run: RunSetup, edited: bool) -> dict[str, Any]:
+    """The returned iterate's verdict under every certificate rule, on the run's first direction set.
+
+    Parameters
+    ----------
+    EX, EXf : returned and factual rows in the transport space (n, D); y, ystar : scores and targets (n,).
+    run : the run's setup (its rule, thresholds, first directions, reachability).
+    edited : whether the returned iterate edits a row (an unedited iterate is never certified).
+
+    Returns
+    -------
+    Flat dict: ``certificate`` (the rule of the run), then per rule r ``certified_r``, ``UCL_x_r``,
+    ``UCL_y_r``, ``U_x_r``, ``U_y_r`` in r's scale. The chosen rule's thresholds are the run's; the
+    other rule's are the same distances converted (squared / square-rooted) when U was given,
+    else that rule's own calibration. Plus ``certificate_reachable`` and its reason.
+    """
+    ref_x = sorted_projections(EXf, run.theta)
+    P = sorted_projections(EX, run.theta)
+    out: dict[str, Any] = {"certificate": s.certificate}
+    for rule in CERTIFICATES:
+        cert = run.cert if rule == s.certificate else Certificate(rule, len(y), s.delta, s.alpha,
+                                                                  s.bootstrap_resamples, s.seed)
+        if rule == s.certificate:
+            U_x, U_y = run.U_x, run.U_y
+        else:
+            U_x = (run.cert.convert(s.U_x, rule) if s.U_x is not None
+                   else input_threshold(ref_x, dataclasses.replace(s, certificate=rule), cert))
+            U_y = (run.cert.convert(s.U_y, rule) if s.U_y is not None
+                   else output_threshold(np.sort(run.yf), run.ref_y, dataclasses.replace(s, certificate=rule), cert))
+        ux, uy = cert.input_bound(P, ref_x), cert.output_bound(np.sort(y), run.ref_y)
+        out |= {f"certified_{rule}": bool(edited and is_feasible(ux, uy, U_x, U_y)), f"UCL_x_{rule}": float(ux),
+                f"UCL_y_{rule}": float(uy), f"U_x_{rule}": float(U_x), f"U_y_{rule}": float(U_y)}
+    out["certificate_reachable"] = run.reachable.get("reachable", True)
+    out["certificate_unreachable_reason"] = run.reachable.get("reason")
+    return out
+
+
+def sampled_rows(scores: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``k`` distinct rows drawn with probability proportional to their scores q_i (n,) (Gumbel top-k);
+    rows with q_i = 0 only after every positive one. Shape (k,), int64."""
+    q = np.maximum(np.asarray(scores, dtype=float), 0.0)
+    with np.errstate(divide="ignore"):
+        keys = np.log(q) - np.log(-np.log(rng.uniform(np.finfo(float).tiny, 1.0, len(q))))
+    keys = np.where(q > 0, keys, -np.inf)
+    order = np.lexsort((np.arange(len(q)), -keys))  # ties (all -inf) by row index
+    return order[:k].astype(np.int64)
 
 
 def replace_settings(settings: DiscoverSettings, **changes: Any) -> DiscoverSettings:
@@ -737,5 +899,6 @@ def replace_settings(settings: DiscoverSettings, **changes: Any) -> DiscoverSett
     return dataclasses.replace(settings, **changes)
 
 
-__all__ = ["Discover", "DiscoverResult", "NotCertifiedWarning", "encode_factuals", "favourable_scores",
+__all__ = ["Discover", "DiscoverResult", "NotCertifiedWarning", "UnreachableCertificateWarning", "encode_factuals",
+           "favourable_scores",
            "holdout_certified_x", "log_shortfall", "original_frame", "resolve_target", "stop_level_reached"]

@@ -71,6 +71,8 @@ class SearchContext:
     rescore : scores candidates whose model scores (C, k) are already known (no model call).
     trials : M, candidates per batch.
     recombine : add the row-wise recombination candidate (see :func:`recombine`).
+    level_scores : guidance on each mutable categorical's levels (k, L) when the objective is
+        measured through an ``embed`` (see :meth:`ProposalSpace.pull_back`); None otherwise.
     """
 
     base: np.ndarray
@@ -82,6 +84,7 @@ class SearchContext:
     rescore: Rescorer
     trials: int
     recombine: bool = True
+    level_scores: tuple[np.ndarray, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ class MonteCarlo:
         self.settings = settings
 
     def search(self, ctx: SearchContext, rng: np.random.Generator) -> Selection:
-        cands = ctx.space.propose(ctx.base, ctx.rows, ctx.guidance, ctx.trials, rng)
+        cands = ctx.space.propose(ctx.base, ctx.rows, ctx.guidance, ctx.trials, rng, ctx.level_scores)
         ev = ctx.evaluate(cands)
         _, best = _best(cands, ev)
         return recombine(ctx, cands, ev, best) if ctx.recombine else best
@@ -166,7 +169,7 @@ class Genetic:
     def search(self, ctx: SearchContext, rng: np.random.Generator) -> Selection:
         space, M = ctx.space, ctx.trials
         k = ctx.base.shape[0]
-        pop = space.propose(ctx.base, ctx.rows, ctx.guidance, M, rng)
+        pop = space.propose(ctx.base, ctx.rows, ctx.guidance, M, rng, ctx.level_scores)
         ev = ctx.evaluate(pop)
         Q, y, dq = ev.Q.copy(), ev.y.copy(), ev.dq.copy()
         _, best = _best(pop, ev)
@@ -185,7 +188,7 @@ class Genetic:
             edited = space.edited(children, ctx.base)
             fresh = space.choose((n_child, k), rng)
             which = np.where(edited.any(axis=-1, keepdims=True), edited, fresh) & mutate[..., None]
-            children = space.perturb(children, ctx.rows, ctx.guidance, which, rng)
+            children = space.perturb(children, ctx.rows, ctx.guidance, which, rng, ctx.level_scores)
             ev = ctx.evaluate(children)
             total += len(ev.Q)
             _, sel = _best(children, ev)
