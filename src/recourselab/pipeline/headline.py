@@ -30,6 +30,7 @@ import pandas as pd
 
 from recourselab.errors import ArtifactError
 from recourselab.io import read_json, read_recourse
+from recourselab.pipeline.summary import nested
 
 #: The flat keys of ``summary.json``, in the order they are written.
 HEADLINE_KEYS = ("accuracy_min", "accuracy_max", "validity", "unanimous", "cost_l2", "queries", "certified",
@@ -47,14 +48,6 @@ CDF_POINTS = 101
 CDF_SERIES = {"factual b(x')": "factual_score", "counterfactual b(x)": "score", "target y*": "target"}
 
 
-def _get(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, Mapping) or key not in data:
-            return None
-        data = data[key]
-    return data
-
-
 def _number(value: Any) -> float | None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
@@ -66,29 +59,29 @@ def _optional_json(path: Path) -> Any:
 
 
 def _ensemble(tune: Any) -> dict[str, float]:
-    members = _get(tune, "members")
-    accuracy = [a for m in (members or {}).values() if (a := _number(_get(m, "test_accuracy", "mean"))) is not None]
+    members = nested(tune, "members")
+    accuracy = [a for m in (members or {}).values() if (a := _number(nested(m, "test_accuracy", "mean"))) is not None]
     return {"accuracy_min": min(accuracy), "accuracy_max": max(accuracy)} if accuracy else {}
 
 
 def _densityflow(flow: Any) -> dict[str, float]:
-    summary = _get(flow, "summary")
-    found = {"validity": _number(_get(summary, "mean_per_model", "mean")),
-             "unanimous": _number(_get(summary, "unanimous", "mean")),
-             "cost_l2": _number(_get(summary, "cost_l2", "mean")),
-             "queries": _number(_get(summary, "queries_used", "mean"))}
+    summary = nested(flow, "summary")
+    found = {"validity": _number(nested(summary, "mean_per_model", "mean")),
+             "unanimous": _number(nested(summary, "unanimous", "mean")),
+             "cost_l2": _number(nested(summary, "cost_l2", "mean")),
+             "queries": _number(nested(summary, "queries_used", "mean"))}
     return {k: v for k, v in found.items() if v is not None}
 
 
 def _discover(disc: Any) -> dict[str, float]:
     out: dict[str, float] = {}
-    verdicts = [run["feasible"] for m in (_get(disc, "models") or {}).values()
-                for run in (_get(m, "per_seed") or {}).values()
+    verdicts = [run["feasible"] for m in (nested(disc, "models") or {}).values()
+                for run in (nested(m, "per_seed") or {}).values()
                 if isinstance(run, Mapping) and isinstance(run.get("feasible"), bool)]
     if verdicts:
         out["certified"] = sum(verdicts) / len(verdicts)
     for key, name in (("ot_x", "OT_x"), ("ot_y", "OT_y")):
-        value = _number(_get(disc, "mean_over_models", name))
+        value = _number(nested(disc, "mean_over_models", name))
         if value is not None:
             out[key] = value
     return out
@@ -96,7 +89,7 @@ def _discover(disc: Any) -> dict[str, float]:
 
 def _methods(evaluated: Any) -> list[dict[str, Any]]:
     rows = []
-    for row in _get(evaluated, "methods") or []:
+    for row in nested(evaluated, "methods") or []:
         if not isinstance(row, Mapping) or "method" not in row:
             continue
         rows.append({"method": str(row["method"]), "setting": str(row.get("setting", "")),
@@ -139,7 +132,7 @@ def validity_cost_table(metrics_dir: str | Path, evaluate_dir: str | Path | None
     if methods:
         rows = [{k: m[k] for k in columns} for m in methods]
     else:
-        per_seed = _get(_optional_json(Path(metrics_dir) / "densityflow.json"), "per_seed") or {}
+        per_seed = nested(_optional_json(Path(metrics_dir) / "densityflow.json"), "per_seed") or {}
         rows = [{"method": "densityflow", "setting": f"seed={seed}", "validity": _number(run.get("mean_per_model")),
                  "unanimous": _number(run.get("unanimous")), "cost_l2": _number(run.get("cost_l2"))}
                 for seed, run in sorted(per_seed.items()) if isinstance(run, Mapping)]
@@ -148,9 +141,9 @@ def validity_cost_table(metrics_dir: str | Path, evaluate_dir: str | Path | None
 
 def model_validity_table(metrics_dir: str | Path) -> pd.DataFrame:
     """DensityFlow's validity on each ensemble member (mean over seeds), sorted by model name."""
-    summary = _get(_optional_json(Path(metrics_dir) / "densityflow.json"), "summary") or {}
+    summary = nested(_optional_json(Path(metrics_dir) / "densityflow.json"), "summary") or {}
     prefix = "per_model."
-    rows = [{"model": key[len(prefix):], "validity": _number(_get(value, "mean"))}
+    rows = [{"model": key[len(prefix):], "validity": _number(nested(value, "mean"))}
             for key, value in sorted(summary.items()) if key.startswith(prefix)]
     return pd.DataFrame(rows, columns=list(PLOTS["model_validity.csv"]))
 

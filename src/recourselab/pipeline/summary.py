@@ -54,7 +54,8 @@ def read_run_log(path: str | Path) -> list[dict[str, Any]]:
     return records
 
 
-def _get(data: Any, *keys: str) -> Any:
+def nested(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...``, or None where a key or a mapping is missing."""
     for key in keys:
         if not isinstance(data, Mapping) or key not in data:
             return None
@@ -90,15 +91,15 @@ def headline(metrics_dir: str | Path) -> dict[str, str]:
     metrics_dir = Path(metrics_dir)
     out = {"ensemble test accuracy": "n/a", "DensityFlow": "n/a", "DISCOVER certified": "n/a"}
 
-    members = _get(_read(metrics_dir / "tune_ensemble.json"), "members")
+    members = nested(_read(metrics_dir / "tune_ensemble.json"), "members")
     if isinstance(members, Mapping):
-        accuracy = [a for m in members.values() if (a := _number(_get(m, "test_accuracy", "mean"))) is not None]
+        accuracy = [a for m in members.values() if (a := _number(nested(m, "test_accuracy", "mean"))) is not None]
         if accuracy:
             out["ensemble test accuracy"] = f"{min(accuracy):.3f} - {max(accuracy):.3f} ({len(accuracy)} models)"
 
-    summary = _get(_read(metrics_dir / "densityflow.json"), "summary")
-    validity = _number(_get(summary, "mean_per_model", "mean"))
-    cost = _number(_get(summary, "cost_l2", "mean"))
+    summary = nested(_read(metrics_dir / "densityflow.json"), "summary")
+    validity = _number(nested(summary, "mean_per_model", "mean"))
+    cost = _number(nested(summary, "cost_l2", "mean"))
     if validity is not None or cost is not None:
         parts = []
         if validity is not None:
@@ -107,10 +108,10 @@ def headline(metrics_dir: str | Path) -> dict[str, str]:
             parts.append(f"L2 cost {cost:.3f}")
         out["DensityFlow"] = ", ".join(parts)
 
-    models = _get(_read(metrics_dir / "discover.json"), "models")
+    models = nested(_read(metrics_dir / "discover.json"), "models")
     if isinstance(models, Mapping):
         verdicts = [bool(run["feasible"]) for m in models.values()
-                    for run in (_get(m, "per_seed") or {}).values()
+                    for run in (nested(m, "per_seed") or {}).values()
                     if isinstance(run, Mapping) and isinstance(run.get("feasible"), bool)]
         if verdicts:
             certified = sum(verdicts)
