@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from recourselab.config_evaluate import EvaluateParams
 from recourselab.errors import ConfigError, did_you_mean
 
 DEFAULT_DATASETS = ["moons", "circles", "spirals", "chessboard", "adult", "compas", "german"]
@@ -565,6 +566,7 @@ class Params(StrictModel):
     generate: GenerateParams = Field(default_factory=GenerateParams)
     discover: DiscoverParams = Field(default_factory=DiscoverParams)
     ablate: AblateParams = Field(default_factory=AblateParams)
+    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
     orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
 
     @field_validator("datasets")
