@@ -159,7 +159,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         out = box.query(res.counterfactuals, budget="evaluation")
         X, y = prepared.arrays("train")
         plausible = {**inlier_rates(res.counterfactuals, res.target, X, y, reference=(Xte, yte), seed=seed),
-                     **ensemble_uncertainty(out, res.target), "rq2": _rq2(model, test_out, Xte, yte, seed)}
+                     **ensemble_uncertainty(out, res.target), "rq2": rq2_stats(model, test_out, Xte, yte, seed)}
         paths = path_ends = None
         if plane is not None:  # a separate solve for the figure: the counterfactuals above stay as they are
             sub = q[:TRAJECTORY_ROWS]
@@ -200,7 +200,7 @@ def counterfactual_metrics(res: Any, out: Any, queries_used: int) -> dict[str, A
             "surrogate_validity": float(res.surrogate_valid.mean()), "queries_used": int(queries_used)}
 
 
-def _rq2(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:
+def rq2_stats(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:
     """Spearman(-S(x | y), Var_m p_m(y | x)) on up to :data:`RQ2_ROWS` test rows, bootstrap 95% CI.
 
     ``out`` is the ensemble's output on all rows of ``X`` (already queried for the query set).
@@ -244,7 +244,7 @@ def _members_fingerprint(ensemble_dir: str, members: list[str]) -> str:
     return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
 
 
-def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any], cache_root: Path,
+def seed_calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any], cache_root: Path,
            upstream_dirs: list[str], code_modules: tuple[str, ...] = CODE) -> tuple[list[dict[str, Any]], list[str]]:
     code = code_fingerprint(*code_modules)
     n_threads = threads_per_task(params.orchestration)
@@ -265,7 +265,7 @@ def _calls(params: Params, dataset: str, roots: dict[str, Path], section: dict[s
 def run_seeds(step_task: Any, params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any],
          out_root: Path, cache_root: Path, upstream: list[str],
          code_modules: tuple[str, ...] = CODE) -> list[SeedResult]:
-    calls, keys = _calls(params, dataset, roots, section, cache_root, upstream, code_modules)
+    calls, keys = seed_calls(params, dataset, roots, section, cache_root, upstream, code_modules)
     out_dirs = [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]
     return run_tasks(step_task, calls, out_dirs, Path(cache_root) / "results", keys=keys)
 

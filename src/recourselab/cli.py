@@ -32,6 +32,7 @@ STAGES: dict[str, str] = {
     "generate": "DensityFlow counterfactuals + robustness metrics, write data/recourse/... and data/metrics/...",
     "ablate": "DensityFlow without its density term / distillation, write data/ablate/<dataset>/...",
     "discover": "DISCOVER distributional counterfactuals per model and seed, write data/discover/<dataset>/<model>/...",
+    "evaluate": "every recourse method on generate's query set, write data/evaluate/<dataset>/ (table, frontier)",
     "summary": "headline numbers (data/metrics/<dataset>/summary.json) and DVC plot tables (data/plots/<dataset>/)",
     "audit": "audit report (validity, cost, subgroups, certification, provenance), write data/reports/<dataset>/; "
              "`audit diff REV_A REV_B` compares two revisions",

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from recourselab.config_audit import AuditParams
+from recourselab.config_evaluate import EvaluateParams
 from recourselab.densityflow.config import SECTIONS, DensityFlowConfig, settings_of
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.errors import ConfigError, did_you_mean
@@ -548,6 +549,7 @@ class Params(StrictModel):
     generate: GenerateParams = Field(default_factory=GenerateParams)
     discover: DiscoverParams = Field(default_factory=DiscoverParams)
     ablate: AblateParams = Field(default_factory=AblateParams)
+    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
     orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
     audit: AuditParams = Field(default_factory=AuditParams)
 

@@ -100,11 +100,11 @@ def test_missing_upstream_outputs_name_the_stage_to_run(tmp_path, params_factory
     params = params_factory(datasets=["moons"], seeds=[0])
     roots = {"prepared": tmp_path / "prepared", "ensemble": tmp_path / "ensemble"}
     with pytest.raises(MissingArtifactError, match=r"no prepared outputs in .*seed=0; run the prepare stage first"):
-        df_module._calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])
+        df_module.seed_calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])
     (tmp_path / "prepared" / "moons" / "seed=0").mkdir(parents=True)
     (tmp_path / "prepared" / "moons" / "seed=0" / "schema.json").write_text("{}")
     with pytest.raises(MissingArtifactError, match=r"no ensemble outputs in .*; run the tune_ensemble stage first"):
-        df_module._calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])
+        df_module.seed_calls(params, "moons", roots, {}, tmp_path / "cache", ["prepared", "ensemble"])
 
 
 def test_train_flow_keys_on_the_ensemble_only_with_a_lambda_grid(params_factory, monkeypatch, tmp_path):

@@ -20,6 +20,9 @@ from recourselab.pipeline.headline import PLOTS, SUMMARY_FILE, headline_summary,
 from tests.conftest import REPO_ROOT
 from tests.pipeline.test_headline import _discover_tables
 
+#: A valid 1x1 PNG, standing in for the evaluate stage's frontier picture.
+PNG_1X1 = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                        "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")
 DATASETS = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["datasets"]
 
 
@@ -53,6 +56,7 @@ def repo(tmp_path_factory):
         write_json(metrics / SUMMARY_FILE, headline_summary(metrics))
         for name, table in plot_tables(metrics, discover).items():
             write_bytes(repo / "data" / "plots" / dataset / name, table.to_csv(index=False).encode())
+        write_bytes(repo / "data" / "evaluate" / dataset / "frontier.png", PNG_1X1)  # the evaluate stage's image plot
     _run(repo, "git", "add", "-A")
     _run(repo, "git", "commit", "-q", "-m", "fixture run")
     return repo
@@ -91,11 +95,15 @@ def test_plots_show_renders_every_declared_plot_with_its_template(repo):
     shown = json.loads(_dvc(repo, "plots", "show", "--json"))
     assert not shown.get("errors"), shown
     plots = shown["data"]
-    assert sorted(plots) == sorted(f"data/plots/{d}/{name}" for d in DATASETS for name in PLOTS)
+    assert sorted(plots) == sorted([*(f"data/plots/{d}/{name}" for d in DATASETS for name in PLOTS),
+                                    *(f"data/evaluate/{d}/frontier.png" for d in DATASETS)])
     for path, renders in plots.items():
-        assert len(renders) == 1 and renders[0]["type"] == "vega", path
-        content = renders[0]["content"]
-        assert content["data"]["values"], path
+        assert len(renders) == 1, path
+        if path.endswith(".png"):
+            assert renders[0]["type"] == "image", path
+            continue
+        assert renders[0]["type"] == "vega", path
+        assert renders[0]["content"]["data"]["values"], path
     scatter = plots["data/plots/compas/validity_cost.csv"][0]["content"]
     assert scatter["encoding"]["color"]["field"] == "method" and scatter["encoding"]["x"]["field"] == "cost_l2"
     cdf = plots["data/plots/compas/discover_cdf.csv"][0]["content"]

@@ -871,10 +871,14 @@ def both_verdicts(EX: np.ndarray, EXf: np.ndarray, y: np.ndarray, ystar: np.ndar
         if rule == s.certificate:
             U_x, U_y = run.U_x, run.U_y
         else:
-            U_x = (run.cert.convert(s.U_x, rule) if s.U_x is not None
-                   else input_threshold(ref_x, dataclasses.replace(s, certificate=rule), cert))
-            U_y = (run.cert.convert(s.U_y, rule) if s.U_y is not None
-                   else output_threshold(np.sort(run.yf), run.ref_y, dataclasses.replace(s, certificate=rule), cert))
+            try:  # the other rule is reported only: a threshold it cannot calibrate leaves it uncertified
+                U_x = (run.cert.convert(s.U_x, rule) if s.U_x is not None
+                       else input_threshold(ref_x, dataclasses.replace(s, certificate=rule), cert))
+                U_y = (run.cert.convert(s.U_y, rule) if s.U_y is not None else
+                       output_threshold(np.sort(run.yf), run.ref_y, dataclasses.replace(s, certificate=rule), cert))
+            except DataError as err:
+                logger.info("the %s verdict is not reported: %s", rule, err)
+                U_x = U_y = float("nan")
         ux, uy = cert.input_bound(P, ref_x), cert.output_bound(np.sort(y), run.ref_y)
         out |= {f"certified_{rule}": bool(edited and is_feasible(ux, uy, U_x, U_y)), f"UCL_x_{rule}": float(ux),
                 f"UCL_y_{rule}": float(uy), f"U_x_{rule}": float(U_x), f"U_y_{rule}": float(U_y)}

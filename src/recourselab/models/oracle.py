@@ -207,6 +207,12 @@ class BlackBox:
         view._ledger = self._ledger
         return view
 
+    def model(self, name: str) -> Predictor:
+        """Member ``name`` itself (white-box use, e.g. gradients; its calls are not counted)."""
+        if name not in self._members:
+            raise UnknownMemberError(f"unknown member {name!r}; valid members: {list(self._members)}")
+        return self._members[name]
+
     def __repr__(self) -> str:
         return f"BlackBox(members={list(self._members)}, queries={self.queries})"
 
