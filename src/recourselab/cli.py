@@ -242,6 +242,37 @@ def switch_profile(name: str, params_path: Path | None) -> int:
     return 0
 
 
+def serve(prefect_yaml: Path | None, names: list[str]) -> int:
+    """Serve the deployments of the project's ``prefect.yaml`` (all, or those named) until stopped.
+
+    Runs one flow run at a time (two profiles share one checkout). Needs a Prefect server:
+    ``PREFECT_API_URL`` (``prefect server start``), else a clear error.
+    """
+    from prefect import serve as prefect_serve
+    from prefect.settings import get_current_settings
+
+    from recourselab.pipeline.scheduled import read_deployments, to_deployments
+
+    root = project_root()
+    if not get_current_settings().api.url:
+        raise RecourselabError("no Prefect server to serve on: start one with `prefect server start` and set "
+                               "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
+    specs = read_deployments(prefect_yaml or root / "prefect.yaml")
+    unknown = sorted(set(names) - {s.name for s in specs})
+    if unknown:
+        raise RecourselabError(f"unknown deployment(s) {', '.join(unknown)}; prefect.yaml declares "
+                               f"{', '.join(s.name for s in specs)}")
+    specs = [s for s in specs if not names or s.name in names]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    os.chdir(root)
+    flows_module = importlib.import_module("flows.pipeline")
+    deployments = to_deployments({flows_module.ENTRYPOINT: flows_module.pipeline}, specs)
+    log.info("serving %s from %s", ", ".join(f"pipeline/{s.name}" for s in specs), root)
+    prefect_serve(*deployments, limit=1)
+    return 0
+
+
 def list_datasets() -> int:
     from recourselab.data.registry import BUILTIN_DATASETS
 
@@ -263,6 +294,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name", nargs="?", help="profile name; omit to list them")
     sp.add_argument("--params", type=Path, default=None,
                     help="file to write (default: params.yaml at the project root)")
+    sp = sub.add_parser("serve", help="serve the Prefect deployments of prefect.yaml (needs PREFECT_API_URL)")
+    sp.add_argument("names", nargs="*", help="deployments to serve (default: all)")
+    sp.add_argument("--prefect-yaml", type=Path, default=None, help="default: prefect.yaml of the project")
     sub.add_parser("fetch-data", help="download and verify the registry-shipped dataset files")
     sub.add_parser("datasets", help="list the built-in datasets")
     sp = sub.add_parser("explain", help="counterfactuals for new rows (CSV in original units) from trained artifacts")
@@ -305,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "datasets":
             return list_datasets()
+        if args.command == "serve":
+            return serve(args.prefect_yaml, args.names)
         if args.command == "explain":
             from recourselab.pipeline.explain_output import run_command
 
