@@ -73,7 +73,7 @@ def _shared_server(params: Params) -> None:
     stopped when the stage exits (see :func:`guarded`). `recourselab repro` sets ``PREFECT_API_URL``."""
     orchestration = params.orchestration
     if (os.environ.get("PREFECT_API_URL") or not os.environ.get("DVC_STAGE")
-            or orchestration.task_runner != "process" or orchestration.max_workers < 2):
+            or orchestration.task_runner not in ("process", "dask") or orchestration.max_workers < 2):
         return
     from recourselab.prefect_server import local_server
 

@@ -218,6 +218,35 @@ def worker_logging(level: int) -> None:
     quiet_known_tracebacks()  # the stage reports a task's failure once (see run_tasks)
 
 
+#: Environment variable with a Dask scheduler address: overrides ``orchestration.dask_address`` and selects
+#: the ``dask`` task runner (``--dask-address`` of the stages and of ``recourselab repro`` set it).
+DASK_ADDRESS_ENV = "RECOURSELAB_DASK_ADDRESS"
+
+
+def dask_address(orchestration: Any) -> str | None:
+    """The Dask scheduler to run on: ``$RECOURSELAB_DASK_ADDRESS``, else ``orchestration.dask_address``."""
+    return os.environ.get(DASK_ADDRESS_ENV) or getattr(orchestration, "dask_address", None)
+
+
+def dask_task_runner(address: str | None, n_workers: int) -> Any:
+    """prefect-dask's ``DaskTaskRunner`` on the cluster at ``address``, else on a new ``LocalCluster``
+    of ``n_workers`` single-threaded worker processes on loopback (closed with the flow).
+
+    Tasks exchange their artifacts through the result store (``orchestration.cache_dir``), never
+    through worker memory: every worker must see that folder at the same path.
+    """
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise RecourselabError("orchestration.task_runner 'dask' needs prefect-dask: pip install prefect-dask") \
+            from None
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                          cluster_kwargs={"n_workers": n_workers, "threads_per_worker": 1, "processes": True,
+                                          "host": "127.0.0.1", "dashboard_address": ":0"})
+
+
 def task_runner(orchestration: Any) -> Any:
     """The Prefect task runner of an ``orchestration`` params section.
 
@@ -225,6 +254,9 @@ def task_runner(orchestration: Any) -> Any:
     """
     from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
+    address = dask_address(orchestration)
+    if orchestration.task_runner == "dask" or address:
+        return dask_task_runner(address, orchestration.max_workers)
     if orchestration.task_runner == "process" and orchestration.max_workers > 1:
         level = logging.getLogger("recourselab").getEffectiveLevel()
         return ProcessPoolTaskRunner(max_workers=orchestration.max_workers, initializer=worker_logging,
