@@ -308,3 +308,15 @@ def test_task_failure_names_every_failed_task_and_keeps_a_known_error_s_type():
     err = task_failure([("adult/seed=0", bug)])
     assert isinstance(err, TaskFailedError) and err.__cause__ is bug
     assert str(err).startswith("adult/seed=0 failed: ZeroDivisionError: division by zero")
+
+
+def test_dask_address_option_is_taken_out_of_the_dvc_arguments():
+    from recourselab.cli import pop_option
+    from recourselab.errors import RecourselabError
+
+    assert pop_option(["-f", "--dask-address", "tcp://h:8786", "train_flow"], "--dask-address") == (
+        ["-f", "train_flow"], "tcp://h:8786")
+    assert pop_option(["--dask-address=tcp://h:1"], "--dask-address") == ([], "tcp://h:1")
+    assert pop_option(["prepare"], "--dask-address") == (["prepare"], None)
+    with pytest.raises(RecourselabError, match="needs a value"):
+        pop_option(["--dask-address"], "--dask-address")

@@ -168,15 +168,36 @@ def stale_stages(dvc: list[str], root: Path, env: dict[str, str]) -> set[str] | 
     return set(status) if isinstance(status, dict) else None
 
 
+def pop_option(args: list[str], name: str) -> tuple[list[str], str | None]:
+    """``args`` without ``name VALUE`` / ``name=VALUE``, and that value (None when absent)."""
+    rest, value, i = [], None, 0
+    while i < len(args):
+        if args[i] == name:
+            if i + 1 >= len(args):
+                raise RecourselabError(f"{name} needs a value")
+            value, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith(name + "="):
+            value = args[i].split("=", 1)[1]
+        else:
+            rest.append(args[i])
+        i += 1
+    return rest, value
+
+
 def repro(dvc_args: list[str]) -> int:
     """``dvc repro`` after checking the project, with one local Prefect server for the run (none if
     nothing changed); then a summary per dataset. SIGTERM / Ctrl-C stop the server and DVC."""
+    from recourselab.orchestration import DASK_ADDRESS_ENV
     from recourselab.pipeline.preflight import check_project, missing_outputs, restore_hint
     from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log, render_summary
     from recourselab.prefect_server import local_server
 
     root = project_root()
     env = pipeline_env(root)
+    dvc_args, address = pop_option(dvc_args, "--dask-address")
+    if address:  # the stages run their per-seed tasks on this Dask scheduler
+        env[DASK_ADDRESS_ENV] = address
     dvc = [sys.executable, "-m", "dvc"]
     if NO_RUN_OPTIONS.intersection(dvc_args):  # nothing runs: no checks, server or summary
         return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
