@@ -320,3 +320,110 @@ def test_dask_address_option_is_taken_out_of_the_dvc_arguments():
     assert pop_option(["prepare"], "--dask-address") == (["prepare"], None)
     with pytest.raises(RecourselabError, match="needs a value"):
         pop_option(["--dask-address"], "--dask-address")
+
+
+def _hold_gpu(device: str, lock_dir: str, seconds: float) -> tuple:
+    import os
+    import time
+
+    from recourselab.runtime import device_slot
+
+    with device_slot(device, lock_dir, poll_s=0.02) as slot:
+        start = time.monotonic()
+        time.sleep(seconds)
+        return os.environ.get("CUDA_VISIBLE_DEVICES"), slot.name, slot.torch_device, start, time.monotonic()
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    best = now = 0
+    for _, step in events:
+        now += step
+        best = max(best, now)
+    return best
+
+
+def test_a_gpu_slot_holds_one_task_per_device_across_threads(tmp_path):
+    import threading
+    import time
+
+    from recourselab.runtime import device_slot
+
+    spans: dict[str, list[tuple[float, float]]] = {"cuda:0": [], "cuda:1": []}
+
+    def work(device: str) -> None:
+        with device_slot(device, tmp_path, isolate=False, poll_s=0.02) as slot:
+            assert (slot.name, slot.torch_device) == (device, device)
+            start = time.monotonic()
+            time.sleep(0.2)
+            spans[device].append((start, time.monotonic()))
+
+    threads = [threading.Thread(target=work, args=(f"cuda:{i % 2}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [len(v) for v in spans.values()] == [3, 3]
+    assert _max_overlap(spans["cuda:0"]) == 1 and _max_overlap(spans["cuda:1"]) == 1
+    assert _max_overlap(spans["cuda:0"] + spans["cuda:1"]) == 2  # the two GPUs work side by side
+
+
+def test_a_worker_process_sees_only_its_gpu_and_waits_for_its_slot(tmp_path):
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        results = list(pool.map(_hold_gpu, ["cuda:1", "cuda:1"], [str(tmp_path)] * 2, [0.3, 0.3]))
+    assert [r[:3] for r in results] == [("1", "cuda:1", "cuda:0")] * 2  # the machine's GPU 1 is the worker's cuda:0
+    assert _max_overlap([r[3:] for r in results]) == 1
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == before
+
+
+def test_cpu_needs_no_slot_and_the_round_robin_falls_back_to_cpu(tmp_path):
+    from recourselab.runtime import device_slot, pick_device
+
+    with device_slot("cpu", tmp_path / "slots") as slot:
+        assert (slot.name, slot.torch_device) == ("cpu", "cpu")
+    assert not (tmp_path / "slots").exists()
+    assert [pick_device(s, n_gpus=2) for s in range(4)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert pick_device(3, n_gpus=0) == "cpu"
+
+
+TRIES: list[int] = []
+
+
+def _flaky_fn(*, seed: int, error: str, staging_root: str) -> dict:
+    TRIES.append(seed)
+    if len(TRIES) == 1:
+        from recourselab.errors import DataError
+
+        raise {"connection": ConnectionError("connection reset by peer"), "data": DataError("bad rows")}[error]
+    return stage_artifacts(f"{staging_root}/seed={seed}", {"a.txt": lambda p: p.write_text(f"seed {seed}")})
+
+
+@pytest.mark.parametrize(("error", "tries", "ok"), [("connection", [0, 0], True), ("data", [0], False)])
+def test_transient_errors_are_retried_and_others_fail_at_once(tmp_path, monkeypatch, error, tries, ok):
+    from prefect import flow, task
+    from prefect.cache_policies import NO_CACHE
+
+    from recourselab import orchestration
+    from recourselab.errors import DataError
+
+    monkeypatch.setattr(orchestration, "RETRY_DELAYS_S", (0.0, 0.0))
+    flaky = task(_flaky_fn, name="flaky", cache_policy=NO_CACHE)
+
+    @flow(name="flaky-flow")
+    def run() -> list:
+        return orchestration.run_tasks(flaky, [dict(seed=0, error=error, staging_root=str(tmp_path / "s"))],
+                                       [tmp_path / "out"], tmp_path / "results", keys=["moons/seed=0"])
+
+    TRIES.clear()
+    if ok:
+        assert (run()[0].out_dir / "a.txt").read_text() == "seed 0"
+    else:
+        with pytest.raises(DataError, match="moons/seed=0 failed: bad rows"):
+            run()
+    assert TRIES == tries
+    assert orchestration.is_transient(TimeoutError()) and not orchestration.is_transient(ValueError())

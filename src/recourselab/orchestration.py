@@ -115,11 +115,36 @@ def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Pat
     return [dict(manifest["files"]) for manifest in manifests]
 
 
+#: Waits (seconds) before each new try of a task that failed with a transient error: growing backoff.
+RETRY_DELAYS_S: tuple[float, ...] = (5.0, 30.0)
+#: Errors that a new try may not meet again (a busy network, disk or GPU); anything else fails at once.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, BlockingIOError,
+                                                      InterruptedError)
+
+
+def is_transient(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is worth another try: a :data:`TRANSIENT_ERRORS` or a CUDA out-of-memory error
+    (another process held the GPU's memory). Recourselab's own errors (bad data, params) never are."""
+    if exc is None or isinstance(exc, RecourselabError):
+        return False
+    return isinstance(exc, TRANSIENT_ERRORS) or type(exc).__name__ == "OutOfMemoryError"
+
+
+def _retry_transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect ``retry_condition_fn``: retry only transient failures (see :func:`is_transient`)."""
+    exc = state.result(raise_on_failure=False)
+    retry = is_transient(exc if isinstance(exc, BaseException) else None)
+    if retry:
+        log.warning("%s: transient error (%s: %s); trying again", task_run.name, type(exc).__name__, exc)
+    return retry
+
+
 def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Path],
               result_storage: Path, keys: Sequence[str] | None = None) -> list[SeedResult]:
     """Submit ``task`` once per call, wait, publish every manifest into its ``out_dir``.
 
-    Must be called inside a Prefect flow. Tasks whose staged files are gone or altered are
+    Must be called inside a Prefect flow. A task that fails with a transient error (:func:`is_transient`)
+    is tried again after each of :data:`RETRY_DELAYS_S`. Tasks whose staged files are gone or altered are
     rerun with ``refresh_cache=True``. Publishing happens only after *all* tasks succeeded, so
     a failing seed leaves every existing output untouched; the seeds that succeeded keep their
     staged artifacts and cached results (cache hits on the next run).
@@ -134,7 +159,8 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
     """
     keys = list(keys) if keys is not None else [str(i) for i in range(len(calls))]
     configured = task.with_options(result_storage=Path(result_storage), persist_result=True,
-                                   result_serializer="json")
+                                   result_serializer="json", retries=len(RETRY_DELAYS_S),
+                                   retry_delay_seconds=list(RETRY_DELAYS_S), retry_condition_fn=_retry_transient)
     futures = [configured.submit(**kw) for kw in calls]
     from prefect.futures import as_completed
 

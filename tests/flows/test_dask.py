@@ -55,6 +55,10 @@ def test_a_two_seed_run_on_a_local_dask_cluster_equals_the_thread_runner(tmp_pat
             got = _pipeline(tmp_path / "dask", dask)
     assert {p.split("/")[-1] for p in got} >= {"train.parquet", "generator.pt", "surrogate.pt", "train_log.parquet"}
     assert got == expected
+    from recourselab.io import read_provenance
+
+    prov = read_provenance(tmp_path / "dask/densityflow/moons/seed=1/train_log.parquet")
+    assert (prov["seed"], prov["device"]) == (1, "cpu")  # the device is recorded with the outputs
 
 
 def test_without_an_address_a_loopback_local_cluster_of_max_workers(params_factory, monkeypatch):
