@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,19 @@ def test_stage_is_content_addressed_and_publish_copies(tmp_path):
     assert not manifest_intact(m1)
 
 
+def _no_links(src, dst):  # noqa: ANN001, ANN202
+    raise OSError(18, "Invalid cross-device link")
+
+
+def test_publish_links_the_staged_file_instead_of_a_second_copy(tmp_path):
+    staged = stage_artifacts(tmp_path / "stage", {"a.bin": lambda p: p.write_bytes(b"x" * 4096)})
+    publish([staged], [tmp_path / "out"])
+    src, dst = Path(staged["dir"]) / "a.bin", tmp_path / "out" / "a.bin"
+    assert dst.stat().st_ino == src.stat().st_ino and dst.read_bytes() == b"x" * 4096
+
+
 def test_publish_is_all_or_nothing_when_a_copy_fails(tmp_path, monkeypatch):
+    import os
     import shutil
 
     old = {"a.txt": lambda p: p.write_text("old a"), "b.txt": lambda p: p.write_text("old b")}
@@ -41,6 +54,7 @@ def test_publish_is_all_or_nothing_when_a_copy_fails(tmp_path, monkeypatch):
         return real(src, dst)
 
     monkeypatch.setattr(shutil, "copyfile", copy_then_fail)
+    monkeypatch.setattr(os, "link", _no_links)  # another file system: publish copies
     with pytest.raises(OSError, match="No space left"):
         publish([fresh, fresh], out)
     for d in out:  # every old file whole, no temporary file left behind

@@ -87,9 +87,9 @@ def manifest_intact(manifest: Mapping[str, Any]) -> bool:
 
 
 def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Path]) -> list[dict[str, str]]:
-    """Copy the staged files of every manifest into its out dir, all of them or none.
+    """Publish the staged files of every manifest into its out dir (hard links, else copies), all or none.
 
-    Every file is first copied to a temporary file beside its target; only when all copies
+    Every file is first linked or copied to a temporary file beside its target; only when all copies
     exist are they renamed into place, one ``os.replace`` each. An interruption or a full disk
     while copying (the slow part) removes the temporary files and leaves every existing output
     as it was; the renames that follow take microseconds. Returns each manifest's files
@@ -104,8 +104,7 @@ def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Pat
                 fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
                 os.close(fd)
                 staged.append((Path(tmp), out_dir / name))
-                shutil.copyfile(Path(manifest["dir"]) / name, tmp)
-                os.chmod(tmp, FILE_MODE)
+                _link_or_copy(Path(manifest["dir"]) / name, Path(tmp))
     except BaseException:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
@@ -137,6 +136,20 @@ def _retry_transient(task: Any, task_run: Any, state: Any) -> bool:
     if retry:
         log.warning("%s: transient error (%s: %s); trying again", task_run.name, type(exc).__name__, exc)
     return retry
+
+
+def _link_or_copy(src: Path, tmp: Path) -> None:
+    """Make ``tmp`` a hard link of the staged file ``src`` (no second copy on disk), else a copy.
+
+    Staged files are never written in place (a damaged staging folder is replaced whole) and
+    every use checks their sha256, so sharing the inode with the published output is safe.
+    """
+    try:
+        os.unlink(tmp)
+        os.link(src, tmp)
+    except OSError:  # another file system, or links not allowed: copy
+        shutil.copyfile(src, tmp)
+    os.chmod(tmp, FILE_MODE)
 
 
 def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Path],
