@@ -441,3 +441,64 @@ def test_transient_errors_are_retried_and_others_fail_at_once(tmp_path, monkeypa
             run()
     assert TRIES == tries
     assert orchestration.is_transient(TimeoutError()) and not orchestration.is_transient(ValueError())
+
+
+def _resumable_fn(*, seed: int, staging_root: str) -> dict:
+    import os
+    import time
+
+    RAN.append(seed)
+    if str(seed) in os.environ.get("RECOURSELAB_TEST_SLOW_SEEDS", "").split(","):
+        time.sleep(600)  # killed before it ends
+    return stage_artifacts(f"{staging_root}/seed={seed}", {"a.txt": lambda p: p.write_text(f"seed {seed}")})
+
+
+def _resumable_run(root: str) -> list:
+    from prefect import flow, task
+    from prefect.cache_policies import INPUTS, TASK_SOURCE
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from recourselab.orchestration import run_tasks
+
+    seed_task = task(_resumable_fn, name="resumable", cache_policy=TASK_SOURCE + INPUTS)
+
+    @flow(name="resumable", task_runner=ThreadPoolTaskRunner(max_workers=1))
+    def run() -> list:
+        return run_tasks(seed_task, [dict(seed=s, staging_root=f"{root}/staged") for s in (0, 1, 2)],
+                         [Path(root) / "out" / f"seed={s}" for s in (0, 1, 2)], Path(root) / "results")
+
+    return run()
+
+
+@pytest.mark.slow  # starts a local Prefect server, shared by the killed run and the resumed one
+def test_a_stage_killed_after_its_first_seed_resumes_with_that_seed_as_a_cache_hit(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from recourselab.prefect_server import local_server
+    from tests.conftest import REPO_ROOT
+
+    with local_server(env={"PREFECT_HOME": str(tmp_path / "prefect-home")}) as url:
+        env = {**os.environ, "RECOURSELAB_TEST_SLOW_SEEDS": "1", "PREFECT_API_URL": url}
+        proc = subprocess.Popen([sys.executable, "-c", f"from tests.test_orchestration import _resumable_run; "
+                                 f"_resumable_run({str(tmp_path)!r})"], cwd=REPO_ROOT, env=env,
+                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 300
+        results = tmp_path / "results"
+        while not (results.is_dir() and any(results.iterdir())):  # seed 0's result is stored
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-3000:]
+            time.sleep(0.2)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert not (tmp_path / "out").exists()  # nothing published by the killed run
+        RAN.clear()
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            resumed = _resumable_run(str(tmp_path))
+    assert [r.cached for r in resumed] == [True, False, False] and sorted(RAN) == [1, 2]
+    assert [(r.out_dir / "a.txt").read_text() for r in resumed] == ["seed 0", "seed 1", "seed 2"]
