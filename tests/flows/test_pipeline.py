@@ -73,15 +73,15 @@ def _dvc_project(root: Path, stages: dict) -> Path:
 
 def test_audit_is_skipped_without_its_stage_and_run_with_it(tmp_path, monkeypatch):
     ran: list[list[str]] = []
-    monkeypatch.setattr(scheduled, "_run", lambda cmd, root, env: ran.append(cmd) or 0)
+    monkeypatch.setattr(scheduled, "_run", lambda cmd, root, env: (ran.append(cmd) or 0, 0))
     plain = _dvc_project(tmp_path / "plain", {"prepare": {"cmd": "true"}})
     step = scheduled.audit(plain)
     assert (step.status, ran) == ("skipped", [])
     assert "no 'audit' stage" in step.detail
     with_audit = _dvc_project(tmp_path / "audited", {"prepare": {"cmd": "true"}, "audit": {"cmd": "true"}})
     step = scheduled.audit(with_audit)
-    assert step.status == "ok" and ran == [[*scheduled.dvc_command(), "repro", "audit"]]
-    monkeypatch.setattr(scheduled, "_run", lambda cmd, root, env: 3)
+    assert step.status == "ok" and ran == [[sys.executable, "-m", "recourselab.cli", "repro", "audit"]]
+    monkeypatch.setattr(scheduled, "_run", lambda cmd, root, env: (3, 0))
     assert scheduled.audit(with_audit).status == "failed"
 
 

@@ -8,6 +8,7 @@ in the project's ``prefect.yaml`` and read by :func:`read_deployments`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -90,60 +91,65 @@ def use_profile(root: str | Path, profile: str | None) -> bool:
     return True
 
 
-def _run(cmd: list[str], root: Path, env: Mapping[str, str]) -> int:
-    """Run ``cmd`` in ``root``; SIGTERM / Ctrl-C stop it and its whole process group (see ``recourselab repro``)."""
-    from recourselab.cli import _child, _stop_on_signals
+def _run(cmd: list[str], root: Path, env: Mapping[str, str]) -> tuple[int, int]:
+    """Run ``cmd`` in ``root`` in its own process group; (exit status, pid). Whatever stops the caller
+    (an error, Prefect cancelling the flow run) stops the whole group first."""
+    from recourselab.prefect_server import stop_group
 
-    with _stop_on_signals():
-        code, _ = _child(cmd, root, dict(env))
-    return code
+    proc = subprocess.Popen(cmd, cwd=root, env=dict(env), start_new_session=True)
+    try:
+        return proc.wait(), proc.pid
+    except BaseException:
+        stop_group(proc)
+        raise
 
 
-def repro(root: str | Path, targets: Sequence[str] = (), *, env: Mapping[str, str] | None = None) -> ReproOutcome:
-    """``dvc repro`` of ``targets`` (all stages when empty) with a Prefect server for the stages.
+def _stale(root: Path, targets: Sequence[str], env: Mapping[str, str]) -> frozenset[str] | None:
+    """``stage@dataset`` names ``dvc status`` reports changed (None when it failed)."""
+    proc = subprocess.run([*dvc_command(), "status", "--json", *targets], cwd=root, capture_output=True, text=True,
+                          env=dict(env), check=False)
+    try:
+        status = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except ValueError:
+        status = None
+    return frozenset(status) if isinstance(status, dict) else None
 
-    The stages report to ``$PREFECT_API_URL`` when set (a served flow run has it), else to a local
-    server started for the run. The project is checked first (params, declared inputs).
-    """
-    from recourselab.cli import pipeline_env, stale_stages
-    from recourselab.pipeline.preflight import check_project
-    from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log
-    from recourselab.prefect_server import local_server
+
+def recourselab_repro(root: str | Path, targets: Sequence[str] = (), *, name: str = "dvc repro",
+                      env: Mapping[str, str] | None = None) -> ReproOutcome:
+    """``recourselab repro`` of ``targets`` (all stages when empty) in ``root``: the project checks,
+    one Prefect server for the stages (``$PREFECT_API_URL`` when set: a served flow run has it), and
+    SIGTERM handling; its stages' run-log records are read back."""
+    from recourselab.pipeline.summary import read_run_log
 
     root = Path(root)
-    check_project(root)
-    run_log = root / ".recourselab" / "runs" / f"pipeline-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.jsonl"
-    env = {**pipeline_env(root), **(env or {}), RUN_LOG_ENV: str(run_log)}
+    env = {**os.environ, **(env or {})}
     start = time.monotonic()
-    stale = stale_stages(dvc_command(), root, env)
-    cmd = [*dvc_command(), "repro", *targets]
-    if env.get("PREFECT_API_URL") or stale == set():
-        code = _run(cmd, root, env)
-    else:
-        with local_server(env=env) as url:
-            code = _run(cmd, root, {**env, "PREFECT_API_URL": url})
-    runs = tuple(read_run_log(run_log))
+    stale = _stale(root, targets, env)
+    code, pid = _run([sys.executable, "-m", "recourselab.cli", "repro", *targets], root, env)
+    runs = tuple(r for log_file in sorted((root / ".recourselab" / "runs").glob(f"*-{pid}.jsonl"))
+                 for r in read_run_log(log_file))
     ran = [f"{r['stage']}@{r['dataset']}" for r in runs]
     detail = (f"dvc repro {' '.join(targets) or '(all stages)'}: " + (f"ran {', '.join(ran)}" if ran else "nothing ran")
               + ("" if code == 0 else f"; exit status {code}"))
-    return ReproOutcome("dvc repro", "ok" if code == 0 else "failed", detail, time.monotonic() - start,
-                        stale=frozenset(stale) if stale is not None else None, runs=runs)
+    return ReproOutcome(name, "ok" if code == 0 else "failed", detail, time.monotonic() - start, stale=stale,
+                        runs=runs)
+
+
+def repro(root: str | Path, targets: Sequence[str] = (), *, env: Mapping[str, str] | None = None) -> ReproOutcome:
+    """The pipeline's ``dvc repro`` step (see :func:`recourselab_repro`)."""
+    return recourselab_repro(root, targets, env=env)
 
 
 def audit(root: str | Path, *, env: Mapping[str, str] | None = None) -> StepResult:
     """``dvc repro audit`` when ``dvc.yaml`` declares an ``audit`` stage, else skipped (logged)."""
-    from recourselab.cli import pipeline_env
-
     root = Path(root)
     if AUDIT_STAGE not in dvc_stages(root):
         why = f"dvc.yaml has no {AUDIT_STAGE!r} stage"
         log.info("audit skipped: %s", why)
         return StepResult("audit", "skipped", why)
-    start = time.monotonic()
-    code = _run([*dvc_command(), "repro", AUDIT_STAGE], root, {**pipeline_env(root), **(env or {})})
-    return StepResult("audit", "ok" if code == 0 else "failed",
-                      f"dvc repro {AUDIT_STAGE}" + ("" if code == 0 else f": exit status {code}"),
-                      time.monotonic() - start)
+    outcome = recourselab_repro(root, [AUDIT_STAGE], name="audit", env=env)
+    return StepResult("audit", outcome.status, outcome.detail, outcome.wall_s)
 
 
 def remotes(root: str | Path, env: Mapping[str, str] | None = None) -> list[str]:
