@@ -89,12 +89,16 @@ def overhead(tmp: Path, n: int = 16) -> dict[str, float]:
 
 def resume(tmp: Path, epochs: int, env: dict[str, str]) -> dict[str, Any]:
     """Kill a 1-worker 4-seed train_flow once one seed's result is stored; rerun it; time both."""
+    from flows.prepare import run_prepare
+
     cmd = [sys.executable, __file__, "--train-only", str(tmp), "--epochs", str(epochs)]
     results = tmp / "cache" / "results"
+    run_prepare("moons", make_params(1, epochs, "thread"), tmp / "prepared", tmp / "cache")
+    before = set(results.iterdir())  # prepare's results: the kill waits for a train_flow one
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    while not (results.is_dir() and any(results.iterdir())):
+    while not set(results.iterdir()) - before:
         if proc.poll() is not None:
             raise RuntimeError(f"the run to kill ended first (status {proc.returncode})")
         time.sleep(0.2)
@@ -121,6 +125,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--epochs", type=int, default=20, help="train_flow epochs per seed")
     ap.add_argument("--train-only", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--resume-only", action="store_true", help="measure only a fresh 1-worker run and the resume; "
+                    "update those entries of the JSON file")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.train_only is not None:  # the run that resume() kills
@@ -137,6 +143,16 @@ def main() -> None:
             temporary_settings(updates={PREFECT_API_URL: url}):
         os.environ["PREFECT_API_URL"] = url  # worker processes share the server
         tmp = Path(tmp_name)
+        if args.resume_only:
+            seconds, _ = train(tmp / "fresh", 1, args.epochs)
+            result = {**(json.loads(OUT.read_text()) if OUT.is_file() else {}),
+                      "resume": {**resume(tmp / "resume", args.epochs, dict(os.environ)), "fresh_1_worker_s": seconds,
+                                 "load_average_1min": os.getloadavg()[0]}}
+            OUT.parent.mkdir(parents=True, exist_ok=True)
+            OUT.write_text(json.dumps(result, indent=2) + "\n")
+            print(f"resume {result['resume']['resume_s']:.1f} s ({result['resume']['cache_hits_on_resume']} cache "
+                  f"hits) vs {seconds:.1f} s fresh")
+            return
         result["overhead"] = overhead(tmp / "overhead")
         log.info("Prefect overhead per task: %.3f s", result["overhead"]["overhead_s_per_task"])
         for workers in (1, 2):
