@@ -136,3 +136,20 @@ def test_artifact_keys_are_valid_prefect_keys():
 
     assert artifact_key("paper") == "pipeline-paper" and artifact_key(None) == "pipeline-current"
     assert artifact_key("My_Profile") == "pipeline-my-profile"
+
+
+def test_serve_without_a_server_or_with_an_unknown_deployment_is_a_clear_error(monkeypatch, caplog):
+    import logging
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from recourselab.cli import main
+
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.setattr(logging.getLogger("recourselab.cli"), "handlers", [caplog.handler])
+    with temporary_settings(updates={PREFECT_API_URL: None}):
+        assert main(["serve"]) == 1
+    assert "start one with `prefect server start` and set PREFECT_API_URL" in caplog.text
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
+        assert main(["serve", "hourly"]) == 1
+    assert "unknown deployment(s) hourly; prefect.yaml declares nightly-default, weekly-paper" in caplog.text
