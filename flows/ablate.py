@@ -31,7 +31,7 @@ from recourselab.metrics import summarize_seeds
 from recourselab.orchestration import SeedResult, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
 from recourselab.report.common import guarded
-from recourselab.runtime import limit_threads
+from recourselab.runtime import device_slot, limit_threads
 
 ABLATE_CODE = (*GENERATE_CODE, "flows.ablate", "recourselab.report.ablation_plots")
 __all__ = ["ablate", "ablate_flow", "run"]
@@ -56,7 +56,8 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
     checkpoints = Path(staging_root).parent / "checkpoints" / "ablate" / dataset / f"seed={seed}"
     full_metrics = read_json(Path(recourse_dir) / "metrics.json", keys=HEADLINE)
     rows: dict[str, dict[str, Any]] = {"full": {k: full_metrics[k] for k in HEADLINE}}
-    with limit_threads(n_threads):
+    with limit_threads(n_threads), device_slot(device, Path(staging_root).parent / "gpu-slots") as slot:
+        device = slot.torch_device  # one task per GPU; a process worker sees only its GPU
         box = seed_ensemble(ensemble_dir, schema, members, budgets={"distill": dist["budget"]}, seed=seed)
         # generate's query rows and targets, read back instead of re-querying the whole test split
         full = read_recourse(Path(recourse_dir) / "counterfactuals.parquet", columns=["row_id", "target"])

@@ -34,7 +34,7 @@ from recourselab.models.ensemble import MANIFEST, checked_members, read_manifest
 from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts, task_runner
 from recourselab.provenance import code_fingerprint, code_provenance, dir_fingerprint
 from recourselab.report.densityflow_plots import densityflow_figures
-from recourselab.runtime import limit_threads, pick_device, threads_per_task
+from recourselab.runtime import device_slot, limit_threads, pick_device, threads_per_task
 
 #: Modules whose code shapes the outputs (task cache keys): this flow module's helpers, config and the library.
 CODE = ("flows.densityflow", "recourselab.config", "recourselab.orchestration", "recourselab.runtime",
@@ -78,7 +78,8 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     # DVC deletes before a stage runs); an interrupted run picks them up on the next call.
     checkpoints = Path(staging_root).parent / "checkpoints" / "train_flow" / dataset / f"seed={seed}"
     start = time.perf_counter()
-    with limit_threads(n_threads):
+    with limit_threads(n_threads), device_slot(device, Path(staging_root).parent / "gpu-slots") as slot:
+        device = slot.torch_device  # one task per GPU; a process worker sees only its GPU
         box = seed_ensemble(ensemble_dir, prepared.schema, members, seed=seed) if len(combos) > 1 else None
         Xv, yv = prepared.arrays("val")
         # One val query set scores every combination (queried once, not once per combination).
@@ -101,7 +102,8 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
     timing = {"fit_time_s": fit_time, "train_flow_time_s": time.perf_counter() - start, "combinations": len(combos),
               "selection_queries": box.used("selection") if box is not None else 0}
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "step": "train_flow",
-                  "params_hash": section_hash(section), **code_provenance(code), "upstream": upstream}
+                  "device": slot.name, "params_hash": section_hash(section), **code_provenance(code),
+                  "upstream": upstream}
     writers = {"train_log.parquet": lambda p: write_parquet(p, best.log_.frame(), provenance)}
     return stage_artifacts(Path(staging_root) / "train_flow" / dataset / f"seed={seed}",
                            {**writers, **_model_writers(best), "selection.json": lambda p: write_json(p, selection),
@@ -120,7 +122,8 @@ def distill(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, 
     """Distill the trained surrogate towards the ensemble under the query budget."""
     prepared = load_prepared(prepared_dir)
     X, y = prepared.arrays("train")
-    with limit_threads(n_threads):
+    with limit_threads(n_threads), device_slot(device, Path(staging_root).parent / "gpu-slots") as slot:
+        device = slot.torch_device  # one task per GPU; a process worker sees only its GPU
         model = DensityFlow.load(flow_dir, schema=prepared.schema, device=device)
         model.with_settings(**settings_of("distill", section))
         box = seed_ensemble(ensemble_dir, prepared.schema, members, budgets={"distill": section["budget"]}, seed=seed)
@@ -147,7 +150,8 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     row_id = prepared.tables["test"]["row_id"].to_numpy()
     # paths are drawn for data of two numerical features (not a categorical's (cos, sin) plane)
     plane = tuple(schema.feature_names) if [f.kind for f in schema.features] == ["numerical"] * 2 else None
-    with limit_threads(n_threads):
+    with limit_threads(n_threads), device_slot(device, Path(staging_root).parent / "gpu-slots") as slot:
+        device = slot.torch_device  # one task per GPU; a process worker sees only its GPU
         model = DensityFlow.load(flow_dir, schema=schema, device=device)
         model.with_settings(**settings_of("generate", section))
         box = seed_ensemble(ensemble_dir, schema, members, seed=seed)
@@ -179,7 +183,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     for name, labels in zip(out.member_names, out.member_labels, strict=True):
         table[f"label__{name}"] = labels
     provenance = {"dataset": dataset, "seed": seed, "method": "densityflow", "params_hash": section_hash(section),
-                  **code_provenance(code), "upstream": upstream}
+                  "device": slot.name, **code_provenance(code), "upstream": upstream}
     shown_rows = q[:TRAJECTORY_ROWS]
     figures = densityflow_figures(metrics, X=X, y=y, trajectories=paths,
                                   factuals=None if paths is None else Xte[shown_rows], counterfactuals=path_ends,

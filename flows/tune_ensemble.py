@@ -21,7 +21,7 @@ from recourselab.models.ensemble import member_entry, model_filename, write_mani
 from recourselab.models.tuning import Split, tune_model
 from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts, task_runner
 from recourselab.provenance import code_fingerprint, dir_fingerprint
-from recourselab.runtime import limit_threads, pick_device, threads_per_task
+from recourselab.runtime import device_slot, limit_threads, pick_device, threads_per_task
 
 STEP = "tune_ensemble"
 
@@ -34,13 +34,14 @@ def tune_ensemble(*, dataset: str, seed: int, model: str, spec: dict[str, Any], 
     """Tune, refit and evaluate one model; stage its native file and ``<model>.json`` report."""
     prepared = load_prepared(prepared_dir)
     train, val, test = (Split(*prepared.arrays(s)) for s in ("train", "val", "test"))
-    with limit_threads(n_threads):
+    with limit_threads(n_threads), device_slot(device, Path(staging_root).parent / "gpu-slots") as slot:
+        device = slot.torch_device  # one task per GPU; a process worker sees only its GPU
         result = tune_model(model, spec["grid"], spec["fixed"], train=train, val=val, test=test, seed=seed,
                             n_classes=prepared.schema.n_classes, folds=cv_folds,
                             max_tune_rows=spec["max_tune_rows"], max_fit_rows=spec["max_fit_rows"],
                             n_threads=n_threads, device=device)
     report = {"model": model, "best_params": result.best_params, "cv_accuracy": result.cv_score,
-              "cv_results": result.cv_results, "metrics": result.metrics, "device": device,
+              "cv_results": result.cv_results, "metrics": result.metrics, "device": slot.name,
               "n_classes": prepared.schema.n_classes}
     writers = {model_filename(model): result.model.save,
                f"{model}.json": lambda p: write_json(p, report)}

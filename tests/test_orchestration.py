@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,19 @@ def test_stage_is_content_addressed_and_publish_copies(tmp_path):
     assert not manifest_intact(m1)
 
 
+def _no_links(src, dst):  # noqa: ANN001, ANN202
+    raise OSError(18, "Invalid cross-device link")
+
+
+def test_publish_links_the_staged_file_instead_of_a_second_copy(tmp_path):
+    staged = stage_artifacts(tmp_path / "stage", {"a.bin": lambda p: p.write_bytes(b"x" * 4096)})
+    publish([staged], [tmp_path / "out"])
+    src, dst = Path(staged["dir"]) / "a.bin", tmp_path / "out" / "a.bin"
+    assert dst.stat().st_ino == src.stat().st_ino and dst.read_bytes() == b"x" * 4096
+
+
 def test_publish_is_all_or_nothing_when_a_copy_fails(tmp_path, monkeypatch):
+    import os
     import shutil
 
     old = {"a.txt": lambda p: p.write_text("old a"), "b.txt": lambda p: p.write_text("old b")}
@@ -41,6 +54,7 @@ def test_publish_is_all_or_nothing_when_a_copy_fails(tmp_path, monkeypatch):
         return real(src, dst)
 
     monkeypatch.setattr(shutil, "copyfile", copy_then_fail)
+    monkeypatch.setattr(os, "link", _no_links)  # another file system: publish copies
     with pytest.raises(OSError, match="No space left"):
         publish([fresh, fresh], out)
     for d in out:  # every old file whole, no temporary file left behind
@@ -164,10 +178,10 @@ def test_process_workers_log_recourselab_records_in_the_stage_format(capfd):
 
 
 def test_code_fingerprint_covers_the_package_version(monkeypatch):
-    import recourselab
+    import recourselab._version
 
     before = code_fingerprint("recourselab.io")
-    monkeypatch.setattr(recourselab, "__version__", "99.0")
+    monkeypatch.setattr(recourselab._version, "__version__", "99.0")
     assert code_fingerprint("recourselab.io") != before  # provenance records the version
 
 
@@ -308,3 +322,183 @@ def test_task_failure_names_every_failed_task_and_keeps_a_known_error_s_type():
     err = task_failure([("adult/seed=0", bug)])
     assert isinstance(err, TaskFailedError) and err.__cause__ is bug
     assert str(err).startswith("adult/seed=0 failed: ZeroDivisionError: division by zero")
+
+
+def test_dask_address_option_is_taken_out_of_the_dvc_arguments():
+    from recourselab.cli import pop_option
+    from recourselab.errors import RecourselabError
+
+    assert pop_option(["-f", "--dask-address", "tcp://h:8786", "train_flow"], "--dask-address") == (
+        ["-f", "train_flow"], "tcp://h:8786")
+    assert pop_option(["--dask-address=tcp://h:1"], "--dask-address") == ([], "tcp://h:1")
+    assert pop_option(["prepare"], "--dask-address") == (["prepare"], None)
+    with pytest.raises(RecourselabError, match="needs a value"):
+        pop_option(["--dask-address"], "--dask-address")
+
+
+def _hold_gpu(device: str, lock_dir: str, seconds: float) -> tuple:
+    import os
+    import time
+
+    from recourselab.runtime import device_slot
+
+    with device_slot(device, lock_dir, poll_s=0.02) as slot:
+        start = time.monotonic()
+        time.sleep(seconds)
+        return os.environ.get("CUDA_VISIBLE_DEVICES"), slot.name, slot.torch_device, start, time.monotonic()
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    best = now = 0
+    for _, step in events:
+        now += step
+        best = max(best, now)
+    return best
+
+
+def test_a_gpu_slot_holds_one_task_per_device_across_threads(tmp_path):
+    import threading
+    import time
+
+    from recourselab.runtime import device_slot
+
+    spans: dict[str, list[tuple[float, float]]] = {"cuda:0": [], "cuda:1": []}
+
+    def work(device: str) -> None:
+        with device_slot(device, tmp_path, isolate=False, poll_s=0.02) as slot:
+            assert (slot.name, slot.torch_device) == (device, device)
+            start = time.monotonic()
+            time.sleep(0.2)
+            spans[device].append((start, time.monotonic()))
+
+    threads = [threading.Thread(target=work, args=(f"cuda:{i % 2}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [len(v) for v in spans.values()] == [3, 3]
+    assert _max_overlap(spans["cuda:0"]) == 1 and _max_overlap(spans["cuda:1"]) == 1
+    assert _max_overlap(spans["cuda:0"] + spans["cuda:1"]) == 2  # the two GPUs work side by side
+
+
+def test_a_worker_process_sees_only_its_gpu_and_waits_for_its_slot(tmp_path):
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        results = list(pool.map(_hold_gpu, ["cuda:1", "cuda:1"], [str(tmp_path)] * 2, [0.3, 0.3]))
+    assert [r[:3] for r in results] == [("1", "cuda:1", "cuda:0")] * 2  # the machine's GPU 1 is the worker's cuda:0
+    assert _max_overlap([r[3:] for r in results]) == 1
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == before
+
+
+def test_cpu_needs_no_slot_and_the_round_robin_falls_back_to_cpu(tmp_path):
+    from recourselab.runtime import device_slot, pick_device
+
+    with device_slot("cpu", tmp_path / "slots") as slot:
+        assert (slot.name, slot.torch_device) == ("cpu", "cpu")
+    assert not (tmp_path / "slots").exists()
+    assert [pick_device(s, n_gpus=2) for s in range(4)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert pick_device(3, n_gpus=0) == "cpu"
+
+
+TRIES: list[int] = []
+
+
+def _flaky_fn(*, seed: int, error: str, staging_root: str) -> dict:
+    TRIES.append(seed)
+    if len(TRIES) == 1:
+        from recourselab.errors import DataError
+
+        raise {"connection": ConnectionError("connection reset by peer"), "data": DataError("bad rows")}[error]
+    return stage_artifacts(f"{staging_root}/seed={seed}", {"a.txt": lambda p: p.write_text(f"seed {seed}")})
+
+
+@pytest.mark.parametrize(("error", "tries", "ok"), [("connection", [0, 0], True), ("data", [0], False)])
+def test_transient_errors_are_retried_and_others_fail_at_once(tmp_path, monkeypatch, error, tries, ok):
+    from prefect import flow, task
+    from prefect.cache_policies import NO_CACHE
+
+    from recourselab import orchestration
+    from recourselab.errors import DataError
+
+    monkeypatch.setattr(orchestration, "RETRY_DELAYS_S", (0.0, 0.0))
+    flaky = task(_flaky_fn, name="flaky", cache_policy=NO_CACHE)
+
+    @flow(name="flaky-flow")
+    def run() -> list:
+        return orchestration.run_tasks(flaky, [dict(seed=0, error=error, staging_root=str(tmp_path / "s"))],
+                                       [tmp_path / "out"], tmp_path / "results", keys=["moons/seed=0"])
+
+    TRIES.clear()
+    if ok:
+        assert (run()[0].out_dir / "a.txt").read_text() == "seed 0"
+    else:
+        with pytest.raises(DataError, match="moons/seed=0 failed: bad rows"):
+            run()
+    assert TRIES == tries
+    assert orchestration.is_transient(TimeoutError()) and not orchestration.is_transient(ValueError())
+
+
+def _resumable_fn(*, seed: int, staging_root: str) -> dict:
+    import os
+    import time
+
+    RAN.append(seed)
+    if str(seed) in os.environ.get("RECOURSELAB_TEST_SLOW_SEEDS", "").split(","):
+        time.sleep(600)  # killed before it ends
+    return stage_artifacts(f"{staging_root}/seed={seed}", {"a.txt": lambda p: p.write_text(f"seed {seed}")})
+
+
+def _resumable_run(root: str) -> list:
+    from prefect import flow, task
+    from prefect.cache_policies import INPUTS, TASK_SOURCE
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from recourselab.orchestration import run_tasks
+
+    seed_task = task(_resumable_fn, name="resumable", cache_policy=TASK_SOURCE + INPUTS)
+
+    @flow(name="resumable", task_runner=ThreadPoolTaskRunner(max_workers=1))
+    def run() -> list:
+        return run_tasks(seed_task, [dict(seed=s, staging_root=f"{root}/staged") for s in (0, 1, 2)],
+                         [Path(root) / "out" / f"seed={s}" for s in (0, 1, 2)], Path(root) / "results")
+
+    return run()
+
+
+@pytest.mark.slow  # starts a local Prefect server, shared by the killed run and the resumed one
+def test_a_stage_killed_after_its_first_seed_resumes_with_that_seed_as_a_cache_hit(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from recourselab.prefect_server import local_server
+    from tests.conftest import REPO_ROOT
+
+    with local_server(env={"PREFECT_HOME": str(tmp_path / "prefect-home")}) as url:
+        env = {**os.environ, "RECOURSELAB_TEST_SLOW_SEEDS": "1", "PREFECT_API_URL": url}
+        proc = subprocess.Popen([sys.executable, "-c", f"from tests.test_orchestration import _resumable_run; "
+                                 f"_resumable_run({str(tmp_path)!r})"], cwd=REPO_ROOT, env=env,
+                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 300
+        results = tmp_path / "results"
+        while not (results.is_dir() and any(results.iterdir())):  # seed 0's result is stored
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-3000:]
+            time.sleep(0.2)
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert not (tmp_path / "out").exists()  # nothing published by the killed run
+        RAN.clear()
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            resumed = _resumable_run(str(tmp_path))
+    assert [r.cached for r in resumed] == [True, False, False] and sorted(RAN) == [1, 2]
+    assert [(r.out_dir / "a.txt").read_text() for r in resumed] == ["seed 0", "seed 1", "seed 2"]

@@ -178,15 +178,36 @@ def stale_stages(dvc: list[str], root: Path, env: dict[str, str]) -> set[str] | 
     return set(status) if isinstance(status, dict) else None
 
 
+def pop_option(args: list[str], name: str) -> tuple[list[str], str | None]:
+    """``args`` without ``name VALUE`` / ``name=VALUE``, and that value (None when absent)."""
+    rest, value, i = [], None, 0
+    while i < len(args):
+        if args[i] == name:
+            if i + 1 >= len(args):
+                raise RecourselabError(f"{name} needs a value")
+            value, i = args[i + 1], i + 2
+            continue
+        if args[i].startswith(name + "="):
+            value = args[i].split("=", 1)[1]
+        else:
+            rest.append(args[i])
+        i += 1
+    return rest, value
+
+
 def repro(dvc_args: list[str]) -> int:
     """``dvc repro`` after checking the project, with one local Prefect server for the run (none if
     nothing changed); then a summary per dataset. SIGTERM / Ctrl-C stop the server and DVC."""
+    from recourselab.orchestration import DASK_ADDRESS_ENV
     from recourselab.pipeline.preflight import check_project, missing_outputs, restore_hint
     from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log, render_summary
     from recourselab.prefect_server import local_server
 
     root = project_root()
     env = pipeline_env(root)
+    dvc_args, address = pop_option(dvc_args, "--dask-address")
+    if address:  # the stages run their per-seed tasks on this Dask scheduler
+        env[DASK_ADDRESS_ENV] = address
     dvc = [sys.executable, "-m", "dvc"]
     if NO_RUN_OPTIONS.intersection(dvc_args):  # nothing runs: no checks, server or summary
         return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
@@ -252,6 +273,36 @@ def switch_profile(name: str, params_path: Path | None) -> int:
     return 0
 
 
+def serve(prefect_yaml: Path | None, names: list[str]) -> int:
+    """Serve the deployments of the project's ``prefect.yaml`` (all, or those named) until stopped.
+
+    Runs one flow run at a time (two profiles share one checkout). Needs a Prefect server:
+    ``PREFECT_API_URL`` (``prefect server start``), else a clear error.
+    """
+    from prefect import serve as prefect_serve
+    from prefect.flows import load_flow_from_entrypoint
+    from prefect.settings import get_current_settings
+
+    from recourselab.pipeline.scheduled import read_deployments, to_deployments
+
+    root = project_root()
+    if not get_current_settings().api.url:
+        raise RecourselabError("no Prefect server to serve on: start one with `prefect server start` and set "
+                               "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api)")
+    specs = read_deployments(prefect_yaml or root / "prefect.yaml")
+    unknown = sorted(set(names) - {s.name for s in specs})
+    if unknown:
+        raise RecourselabError(f"unknown deployment(s) {', '.join(unknown)}; prefect.yaml declares "
+                               f"{', '.join(s.name for s in specs)}")
+    specs = [s for s in specs if not names or s.name in names]
+    os.chdir(root)
+    entrypoint = "flows/pipeline.py:pipeline"  # as prefect.yaml names it
+    deployments = to_deployments({entrypoint: load_flow_from_entrypoint(entrypoint)}, specs)
+    log.info("serving %s from %s", ", ".join(f"pipeline/{s.name}" for s in specs), root)
+    prefect_serve(*deployments, limit=1)
+    return 0
+
+
 def list_datasets() -> int:
     from recourselab.data.registry import BUILTIN_DATASETS
 
@@ -273,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name", nargs="?", help="profile name; omit to list them")
     sp.add_argument("--params", type=Path, default=None,
                     help="file to write (default: params.yaml at the project root)")
+    sp = sub.add_parser("serve", help="serve the Prefect deployments of prefect.yaml (needs PREFECT_API_URL)")
+    sp.add_argument("names", nargs="*", help="deployments to serve (default: all)")
+    sp.add_argument("--prefect-yaml", type=Path, default=None, help="default: prefect.yaml of the project")
     sub.add_parser("fetch-data", help="download and verify the registry-shipped dataset files")
     sub.add_parser("datasets", help="list the built-in datasets")
     sp = sub.add_parser("explain", help="counterfactuals for new rows (CSV in original units) from trained artifacts")
@@ -320,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "datasets":
             return list_datasets()
+        if args.command == "serve":
+            return serve(args.prefect_yaml, args.names)
         if args.command == "explain":
             from recourselab.pipeline.explain_output import run_command
 

@@ -528,9 +528,15 @@ class OrchestrationParams(StrictModel):
                     "with another count, so it is a DVC param and part of the task keys; null: the CPUs this "
                     "process may use divided by max_workers",
     )
-    task_runner: Literal["process", "thread"] = Field(
+    task_runner: Literal["process", "thread", "dask"] = Field(
         default="process",
-        description="process: true parallelism for CPU-bound tasks; thread: no start-up cost",
+        description="process: true parallelism for CPU-bound tasks; thread: no start-up cost; dask: prefect-dask's "
+                    "DaskTaskRunner on the cluster at dask_address (else a LocalCluster of max_workers processes)",
+    )
+    dask_address: str | None = Field(
+        default=None,
+        description="scheduler of an existing Dask cluster (tcp://host:8786) for task_runner dask; its workers "
+                    "must see this project's folders (cache_dir, data/) at the same paths",
     )
 
 

@@ -87,9 +87,9 @@ def manifest_intact(manifest: Mapping[str, Any]) -> bool:
 
 
 def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Path]) -> list[dict[str, str]]:
-    """Copy the staged files of every manifest into its out dir, all of them or none.
+    """Publish the staged files of every manifest into its out dir (hard links, else copies), all or none.
 
-    Every file is first copied to a temporary file beside its target; only when all copies
+    Every file is first linked or copied to a temporary file beside its target; only when all copies
     exist are they renamed into place, one ``os.replace`` each. An interruption or a full disk
     while copying (the slow part) removes the temporary files and leaves every existing output
     as it was; the renames that follow take microseconds. Returns each manifest's files
@@ -104,8 +104,7 @@ def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Pat
                 fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
                 os.close(fd)
                 staged.append((Path(tmp), out_dir / name))
-                shutil.copyfile(Path(manifest["dir"]) / name, tmp)
-                os.chmod(tmp, FILE_MODE)
+                _link_or_copy(Path(manifest["dir"]) / name, Path(tmp))
     except BaseException:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
@@ -115,11 +114,50 @@ def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Pat
     return [dict(manifest["files"]) for manifest in manifests]
 
 
+#: Waits (seconds) before each new try of a task that failed with a transient error: growing backoff.
+RETRY_DELAYS_S: tuple[float, ...] = (5.0, 30.0)
+#: Errors that a new try may not meet again (a busy network, disk or GPU); anything else fails at once.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, BlockingIOError,
+                                                      InterruptedError)
+
+
+def is_transient(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is worth another try: a :data:`TRANSIENT_ERRORS` or a CUDA out-of-memory error
+    (another process held the GPU's memory). Recourselab's own errors (bad data, params) never are."""
+    if exc is None or isinstance(exc, RecourselabError):
+        return False
+    return isinstance(exc, TRANSIENT_ERRORS) or type(exc).__name__ == "OutOfMemoryError"
+
+
+def _retry_transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect ``retry_condition_fn``: retry only transient failures (see :func:`is_transient`)."""
+    exc = state.result(raise_on_failure=False)
+    retry = is_transient(exc if isinstance(exc, BaseException) else None)
+    if retry:
+        log.warning("%s: transient error (%s: %s); trying again", task_run.name, type(exc).__name__, exc)
+    return retry
+
+
+def _link_or_copy(src: Path, tmp: Path) -> None:
+    """Make ``tmp`` a hard link of the staged file ``src`` (no second copy on disk), else a copy.
+
+    Staged files are never written in place (a damaged staging folder is replaced whole) and
+    every use checks their sha256, so sharing the inode with the published output is safe.
+    """
+    try:
+        os.unlink(tmp)
+        os.link(src, tmp)
+    except OSError:  # another file system, or links not allowed: copy
+        shutil.copyfile(src, tmp)
+    os.chmod(tmp, FILE_MODE)
+
+
 def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Path],
               result_storage: Path, keys: Sequence[str] | None = None) -> list[SeedResult]:
     """Submit ``task`` once per call, wait, publish every manifest into its ``out_dir``.
 
-    Must be called inside a Prefect flow. Tasks whose staged files are gone or altered are
+    Must be called inside a Prefect flow. A task that fails with a transient error (:func:`is_transient`)
+    is tried again after each of :data:`RETRY_DELAYS_S`. Tasks whose staged files are gone or altered are
     rerun with ``refresh_cache=True``. Publishing happens only after *all* tasks succeeded, so
     a failing seed leaves every existing output untouched; the seeds that succeeded keep their
     staged artifacts and cached results (cache hits on the next run).
@@ -134,7 +172,8 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
     """
     keys = list(keys) if keys is not None else [str(i) for i in range(len(calls))]
     configured = task.with_options(result_storage=Path(result_storage), persist_result=True,
-                                   result_serializer="json")
+                                   result_serializer="json", retries=len(RETRY_DELAYS_S),
+                                   retry_delay_seconds=list(RETRY_DELAYS_S), retry_condition_fn=_retry_transient)
     futures = [configured.submit(**kw) for kw in calls]
     from prefect.futures import as_completed
 
@@ -218,6 +257,35 @@ def worker_logging(level: int) -> None:
     quiet_known_tracebacks()  # the stage reports a task's failure once (see run_tasks)
 
 
+#: Environment variable with a Dask scheduler address: overrides ``orchestration.dask_address`` and selects
+#: the ``dask`` task runner (``--dask-address`` of the stages and of ``recourselab repro`` set it).
+DASK_ADDRESS_ENV = "RECOURSELAB_DASK_ADDRESS"
+
+
+def dask_address(orchestration: Any) -> str | None:
+    """The Dask scheduler to run on: ``$RECOURSELAB_DASK_ADDRESS``, else ``orchestration.dask_address``."""
+    return os.environ.get(DASK_ADDRESS_ENV) or getattr(orchestration, "dask_address", None)
+
+
+def dask_task_runner(address: str | None, n_workers: int) -> Any:
+    """prefect-dask's ``DaskTaskRunner`` on the cluster at ``address``, else on a new ``LocalCluster``
+    of ``n_workers`` single-threaded worker processes on loopback (closed with the flow).
+
+    Tasks exchange their artifacts through the result store (``orchestration.cache_dir``), never
+    through worker memory: every worker must see that folder at the same path.
+    """
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise RecourselabError("orchestration.task_runner 'dask' needs prefect-dask: pip install prefect-dask") \
+            from None
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                          cluster_kwargs={"n_workers": n_workers, "threads_per_worker": 1, "processes": True,
+                                          "host": "127.0.0.1", "dashboard_address": ":0"})
+
+
 def task_runner(orchestration: Any) -> Any:
     """The Prefect task runner of an ``orchestration`` params section.
 
@@ -225,6 +293,9 @@ def task_runner(orchestration: Any) -> Any:
     """
     from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
+    address = dask_address(orchestration)
+    if orchestration.task_runner == "dask" or address:
+        return dask_task_runner(address, orchestration.max_workers)
     if orchestration.task_runner == "process" and orchestration.max_workers > 1:
         level = logging.getLogger("recourselab").getEffectiveLevel()
         return ProcessPoolTaskRunner(max_workers=orchestration.max_workers, initializer=worker_logging,

@@ -44,11 +44,16 @@ def parser(step: str, doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--params", type=Path, default=Path("params.yaml"), help="params file")
     ap.add_argument("--out", type=Path, default=None, help="output root (default: data/<stage folder>)")
     ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    ap.add_argument("--dask-address", default=None, help="run the per-seed tasks on this Dask scheduler")
     return ap
 
 
 def setup(args: argparse.Namespace, *, prefect: bool = True) -> Params:
     _run["dataset"] = args.dataset
+    if getattr(args, "dask_address", None):
+        from recourselab.orchestration import DASK_ADDRESS_ENV
+
+        os.environ[DASK_ADDRESS_ENV] = args.dask_address
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format=LOG_FORMAT)
     for noisy in ("httpx", "httpcore"):
@@ -78,7 +83,7 @@ def _shared_server(params: Params) -> None:
     stopped when the stage exits (see :func:`guarded`). `recourselab repro` sets ``PREFECT_API_URL``."""
     orchestration = params.orchestration
     if (os.environ.get("PREFECT_API_URL") or not os.environ.get("DVC_STAGE")
-            or orchestration.task_runner != "process" or orchestration.max_workers < 2):
+            or orchestration.task_runner not in ("process", "dask") or orchestration.max_workers < 2):
         return
     from recourselab.prefect_server import local_server
 

@@ -1,0 +1,181 @@
+"""Benchmark of the orchestration: per-seed parallelism, Prefect overhead, resume after a kill, disk copies.
+
+Measures, on moons with one local Prefect server for every run (as `recourselab repro` does):
+- ``train_flow`` of 4 seeds with the process runner and 1 vs 2 workers (speedup);
+- Prefect's overhead per task (``run_tasks`` of trivial tasks against calling them directly);
+- resume after a kill: a 4-seed ``train_flow`` run SIGKILLed once its first seed's result is stored,
+  then rerun (finished seeds are cache hits) against a fresh run;
+- disk use of the staging store and the published outputs (bytes, and unique bytes by inode).
+
+Writes bench/results/orchestration.json and prints the ratios.
+Run: ``PYTHONPATH=. python bench/orchestration.py [--epochs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("bench.orchestration")
+OUT = Path(__file__).parent / "results" / "orchestration.json"
+SEEDS = [0, 1, 2, 3]
+
+
+def make_params(workers: int, epochs: int, runner: str = "process") -> Any:
+    from recourselab.config import Params, parse_params
+
+    raw = Params().model_dump(mode="json")
+    raw.update(datasets=["moons"], seeds=SEEDS)
+    raw["train_flow"].update(epochs=epochs)
+    raw["orchestration"].update(task_runner=runner, max_workers=workers, threads_per_task=1)
+    return parse_params(raw)
+
+
+def train(tmp: Path, workers: int, epochs: int) -> tuple[float, list[bool]]:
+    """Seconds of a 4-seed train_flow in ``tmp`` (prepared first, untimed) and each seed's cache hit."""
+    import flows.densityflow as df
+    from flows.prepare import run_prepare
+
+    params = make_params(workers, epochs)
+    if not (tmp / "prepared" / "moons").is_dir():
+        run_prepare("moons", make_params(1, epochs, "thread"), tmp / "prepared", tmp / "cache")
+    start = time.perf_counter()
+    results = df.run(df.train_flow_flow, params, dataset="moons", prepared_root=tmp / "prepared",
+                     ensemble_root=tmp / "ensemble", out_root=tmp / "densityflow", cache_root=tmp / "cache")
+    return time.perf_counter() - start, [r.cached for r in results]
+
+
+def _trivial(*, seed: int, staging_root: str) -> dict:
+    from recourselab.orchestration import stage_artifacts
+
+    return stage_artifacts(f"{staging_root}/seed={seed}", {"a.txt": lambda p: p.write_text(str(seed))})
+
+
+def overhead(tmp: Path, n: int = 16) -> dict[str, float]:
+    """Seconds per task of ``run_tasks`` (thread runner, 1 worker) minus the task's own time."""
+    from prefect import flow, task
+    from prefect.cache_policies import NO_CACHE
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from recourselab.orchestration import run_tasks
+
+    start = time.perf_counter()
+    for s in range(n):
+        _trivial(seed=s, staging_root=str(tmp / "direct"))
+    direct = (time.perf_counter() - start) / n
+    seed_task = task(_trivial, name="trivial", cache_policy=NO_CACHE)
+
+    @flow(name="overhead", task_runner=ThreadPoolTaskRunner(max_workers=1))
+    def run() -> None:
+        run_tasks(seed_task, [dict(seed=s, staging_root=str(tmp / "staged")) for s in range(n)],
+                  [tmp / "out" / str(s) for s in range(n)], tmp / "results")
+
+    run()  # warm: the flow's first run in this process
+    start = time.perf_counter()
+    run()
+    per_task = (time.perf_counter() - start) / n
+    return {"tasks": n, "direct_s_per_task": direct, "prefect_s_per_task": per_task,
+            "overhead_s_per_task": per_task - direct}
+
+
+def resume(tmp: Path, epochs: int, env: dict[str, str]) -> dict[str, Any]:
+    """Kill a 1-worker 4-seed train_flow once one seed's result is stored; rerun it; time both."""
+    from flows.prepare import run_prepare
+
+    cmd = [sys.executable, __file__, "--train-only", str(tmp), "--epochs", str(epochs)]
+    results = tmp / "cache" / "results"
+    run_prepare("moons", make_params(1, epochs, "thread"), tmp / "prepared", tmp / "cache")
+    before = set(results.iterdir())  # prepare's results: the kill waits for a train_flow one
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    while not set(results.iterdir()) - before:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the run to kill ended first (status {proc.returncode})")
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_after = time.perf_counter() - start
+    seconds, cached = train(tmp, 1, epochs)
+    return {"killed_after_s": killed_after, "resume_s": seconds, "cache_hits_on_resume": sum(cached)}
+
+
+def disk(*roots: Path) -> dict[str, int]:
+    """Bytes of the files under ``roots`` and unique bytes (each inode counted once)."""
+    total, inodes = 0, {}
+    for root in roots:
+        for p in root.rglob("*"):
+            if p.is_file():
+                st = p.stat()
+                total += st.st_size
+                inodes[(st.st_dev, st.st_ino)] = st.st_size
+    return {"bytes": total, "unique_bytes": sum(inodes.values())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--epochs", type=int, default=20, help="train_flow epochs per seed")
+    ap.add_argument("--train-only", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--resume-only", action="store_true", help="measure only a fresh 1-worker run and the resume; "
+                    "update those entries of the JSON file")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.train_only is not None:  # the run that resume() kills
+        train(args.train_only, 1, args.epochs)
+        return
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from recourselab.prefect_server import local_server
+
+    result: dict[str, Any] = {"epochs": args.epochs, "seeds": SEEDS, "cpus": len(os.sched_getaffinity(0)),
+                              "load_average_1min_at_start": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory(prefix="bench-orchestration-") as tmp_name, \
+            local_server(env={"PREFECT_HOME": str(Path(tmp_name) / "prefect")}) as url, \
+            temporary_settings(updates={PREFECT_API_URL: url}):
+        os.environ["PREFECT_API_URL"] = url  # worker processes share the server
+        tmp = Path(tmp_name)
+        if args.resume_only:
+            seconds, _ = train(tmp / "fresh", 1, args.epochs)
+            result = {**(json.loads(OUT.read_text()) if OUT.is_file() else {}),
+                      "resume": {**resume(tmp / "resume", args.epochs, dict(os.environ)), "fresh_1_worker_s": seconds,
+                                 "load_average_1min": os.getloadavg()[0]}}
+            OUT.parent.mkdir(parents=True, exist_ok=True)
+            OUT.write_text(json.dumps(result, indent=2) + "\n")
+            print(f"resume {result['resume']['resume_s']:.1f} s ({result['resume']['cache_hits_on_resume']} cache "
+                  f"hits) vs {seconds:.1f} s fresh")
+            return
+        result["overhead"] = overhead(tmp / "overhead")
+        log.info("Prefect overhead per task: %.3f s", result["overhead"]["overhead_s_per_task"])
+        for workers in (1, 2):
+            seconds, cached = train(tmp / f"workers{workers}", workers, args.epochs)
+            assert not any(cached)
+            result[f"train_flow_{workers}_workers_s"] = seconds
+            log.info("train_flow, 4 seeds, %d worker(s): %.1f s", workers, seconds)
+        result["speedup_2_over_1"] = result["train_flow_1_workers_s"] / result["train_flow_2_workers_s"]
+        result["resume"] = {**resume(tmp / "resume", args.epochs, dict(os.environ)),
+                            "fresh_1_worker_s": result["train_flow_1_workers_s"]}
+        log.info("resume after a kill: %.1f s (%d cache hits) vs %.1f s fresh", result["resume"]["resume_s"],
+                 result["resume"]["cache_hits_on_resume"], result["train_flow_1_workers_s"])
+        staged, published = tmp / "workers2" / "cache" / "artifacts", tmp / "workers2" / "densityflow"
+        result["disk"] = {"staging": disk(staged), "published": disk(published), "both": disk(staged, published)}
+        log.info("disk: staging + outputs %d bytes, %d unique", result["disk"]["both"]["bytes"],
+                 result["disk"]["both"]["unique_bytes"])
+    result["load_average_1min_at_end"] = os.getloadavg()[0]
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"2 workers over 1: {result['speedup_2_over_1']:.2f}x; Prefect overhead "
+          f"{result['overhead']['overhead_s_per_task'] * 1000:.0f} ms/task; resume "
+          f"{result['resume']['resume_s'] / result['train_flow_1_workers_s']:.2f} of a fresh run")
+
+
+if __name__ == "__main__":
+    main()
