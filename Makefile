@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml
 	# CPU build of torch first: an unpinned torch would pull GBs of CUDA wheels.
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	# DiCE (a baseline of the evaluate stage) without its second xgboost: the project has xgboost-cpu
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps dice-ml==0.12 raiutils
 	touch $@
 
 repro: setup
