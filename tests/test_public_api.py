@@ -18,6 +18,8 @@ from recourselab import DCE, BlackBox, CounterfactualMethod, Counterfactuals, De
 from recourselab.data import Schema, prepare_splits
 from recourselab.discover import fit_torch_mlp
 from recourselab.errors import DataError
+from recourselab.methods.registry import make_method
+from recourselab.methods.robust import RobustFlow
 from recourselab.models import FitContext, fit_model
 from recourselab.models.oracle import QueryBudgetExceeded
 
@@ -41,7 +43,9 @@ def data() -> TinyData:
     X, y = prepared.arrays("train")
     ctx = FitContext(X_val=X, y_val=y, seed=0, n_classes=2)
     box = BlackBox({"knn": fit_model("knn", {"n_neighbors": 5}, X, y, ctx),
-                    "rf": fit_model("rf", {"n_estimators": 10}, X, y, ctx)}, schema=prepared.schema)
+                    "rf": fit_model("rf", {"n_estimators": 10}, X, y, ctx),
+                    "mlp": fit_model("mlp", {"hidden_layer_sizes": [8], "max_iter": 300}, X, y, ctx)},
+                   schema=prepared.schema)
     Xt, yt = prepared.arrays("test")
     return TinyData(schema=prepared.schema, X=X, y=y, box=box, factuals=Xt[yt == 0][:12])
 
@@ -61,9 +65,25 @@ def _dce(d: TinyData) -> Any:
     return DCE(model, schema=d.schema, max_iter=3, n_projections=4, metric_projections=50, holdout_sets=0, seed=0)
 
 
-#: (name, factory) of every method checked; the coming baselines join here.
+def _registered(name: str, **options: Any) -> Callable[[TinyData], Any]:
+    """A factory of method ``name`` from the baseline registry, on the tiny data."""
+    def make(d: TinyData) -> Any:
+        return make_method(name, d.box, schema=d.schema, X_train=d.X, y_train=d.y, seed=0, **options)
+    return make
+
+
+def _robustflow(d: TinyData) -> Any:
+    return RobustFlow(_densityflow(d), d.box, d.X, d.y, schema=d.schema)
+
+
+#: (name, factory) of every method checked: the two methods, DCE, RobustFlow and every baseline.
 METHODS: list[tuple[str, Callable[[TinyData], Any]]] = [
-    ("densityflow", _densityflow), ("discover", _discover), ("dce", _dce)]
+    ("densityflow", _densityflow), ("discover", _discover), ("dce", _dce), ("densityflow_r", _robustflow),
+    ("nearest", _registered("nearest")), ("nearest_line", _registered("nearest_line")),
+    ("wachter", _registered("wachter", steps=30, rounds=2)),
+    ("growing_spheres", _registered("growing_spheres")),
+    ("betarce", _registered("betarce", base="growing_spheres")),
+    ("dice", _registered("dice", method="random", total_cfs=1))]
 
 
 def check_method(make_method: Callable[[TinyData], Any], data: TinyData, *, small_budget: int = 3) -> None:
@@ -116,9 +136,11 @@ def check_method(make_method: Callable[[TinyData], Any], data: TinyData, *, smal
         method.explain(broken)
 
 
-@pytest.mark.parametrize(("name", "make_method"), METHODS, ids=[name for name, _ in METHODS])
-def test_method_meets_the_common_interface(name, make_method, data):
-    check_method(make_method, data)
+@pytest.mark.parametrize(("name", "factory"), METHODS, ids=[name for name, _ in METHODS])
+def test_method_meets_the_common_interface(name, factory, data):
+    if name == "dice":
+        pytest.importorskip("dice_ml", reason="DiCE is the optional extra recourselab[dice]")
+    check_method(factory, data)
 
 
 def test_check_method_catches_a_method_that_moves_an_immutable(data):
