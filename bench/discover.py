@@ -97,7 +97,7 @@ from recourselab.discover import (  # noqa: E402
     sample_factuals,
 )
 from recourselab.discover.metrics import sw2_reference, w2_reference  # noqa: E402
-from recourselab.discover.solver import holdout_certified_x  # noqa: E402
+from recourselab.discover.setup import holdout_certified_x  # noqa: E402
 from recourselab.io import write_bytes  # noqa: E402
 from recourselab.models import BlackBox, FitContext, fit_model  # noqa: E402
 from recourselab.orchestration import limit_threads  # noqa: E402

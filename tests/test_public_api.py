@@ -23,7 +23,7 @@ from recourselab.methods.robust import RobustFlow
 from recourselab.models import FitContext, fit_model
 from recourselab.models.oracle import QueryBudgetExceeded
 
-pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.NotCertifiedWarning")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import pytest
 
 from recourselab.discover import DCE, TorchClassifier, fit_torch_mlp, make_target
 
-pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.NotCertifiedWarning")
 TARGET = make_target("beta", a=0.1, b=0.9, seed=0)
 
 
@@ -187,7 +187,7 @@ def test_dce_keeps_categorical_actionability(toy, mlp):
 def test_dce_resampled_directions_recheck_the_result_on_its_own_directions(toy, mlp):
     from recourselab.discover import DiscoverSettings
     from recourselab.discover.certify import ucl_sw2
-    from recourselab.discover.solver import directions_at, input_threshold
+    from recourselab.discover.setup import directions_at, input_threshold
 
     kw = dict(lr=0.2, max_iter=12, metric_projections=200, resample_directions=True)
     res = DCE(mlp, schema=toy.schema, **kw).solve(toy.factuals, TARGET)

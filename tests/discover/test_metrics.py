@@ -101,8 +101,8 @@ def test_reference_convention_trims_each_sample_then_scales_by_one_over_one_minu
 
 
 def test_ares_cost_of_edited_rows_is_undefined_when_no_row_is_edited(toy):
+    from recourselab.discover.result import result_metrics
     from recourselab.discover.settings import DiscoverSettings
-    from recourselab.discover.solver import result_metrics
 
     Xf = toy.factuals[:6]
     rec = {"OT_x": 0.0, "OT_y": 0.1, "UCL_x": 0.0, "UCL_y": 0.1, "eta": 0.5, "iteration": 0}

@@ -19,11 +19,11 @@ from recourselab.discover import (
 )
 from recourselab.discover.certify import eta_rule, first_certified, ucl_sw2, ucl_w2
 from recourselab.discover.ot import match, random_directions, trim_weights
-from recourselab.discover.solver import directions_at, holdout_certified_x, input_threshold
+from recourselab.discover.setup import directions_at, holdout_certified_x, input_threshold
 from recourselab.errors import ConfigError, DataError, RecourselabError
 from recourselab.models.oracle import BlackBox
 
-pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.solver.NotCertifiedWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.NotCertifiedWarning")
 
 TARGET = make_target("beta", a=0.1, b=0.9, seed=0)
 FAST = {"max_iter": 8, "metric_projections": 200}
@@ -542,7 +542,7 @@ def test_the_output_threshold_never_lets_the_unedited_factuals_pass(toy, caplog)
             return Discover(toy.blackbox(), schema=toy.schema, **(FAST | {"max_iter": 3} | kw)).solve(
                 toy.factuals, near)
 
-    with caplog.at_level("INFO", logger="recourselab.discover.solver"):
+    with caplog.at_level("INFO", logger="recourselab.discover"):
         res = run()
     start = res.log["UCL_y"].iloc[0]  # iteration 0 is the unedited factual sample
     floor = ucl_w2(np.sort(res.target_values), np.sort(res.target_values), DiscoverSettings().delta,
@@ -555,7 +555,7 @@ def test_the_output_threshold_never_lets_the_unedited_factuals_pass(toy, caplog)
         ucl_w2(np.sort(far.target_values), np.sort(far.target_values), DiscoverSettings().delta,
                DiscoverSettings().alpha) + DiscoverSettings().U_y_margin, abs=1e-12)
     caplog.clear()
-    with caplog.at_level("WARNING", logger="recourselab.discover.solver"):
+    with caplog.at_level("WARNING", logger="recourselab.discover"):
         given = run(U_y=5.0)
     assert given.metrics["U_y"] == 5.0 and "already pass the output threshold" in caplog.text
 
@@ -618,14 +618,14 @@ def test_each_row_is_checked_against_the_target_value_it_is_matched_to(toy):
 
 
 def test_rows_short_of_their_matched_target_are_logged_with_counts(toy, caplog):
-    with caplog.at_level("WARNING", logger="recourselab.discover.solver"), pytest.warns(NotCertifiedWarning):
+    with caplog.at_level("WARNING", logger="recourselab.discover"), pytest.warns(NotCertifiedWarning):
         res = Discover(_Fixed(0.3), schema=toy.schema, **(FAST | {"max_iter": 2})).solve(toy.factuals, TARGET)
     wanted = int((res.target_values > 0.5).sum())
     assert 0 < wanted < 40 and not res.favourable.any() and int((~res.valid).sum()) == wanted
     assert (f"DISCOVER: {wanted} of 40 counterfactual rows are not favourable (b(x) <= 0.5) although their matched "
             f"target value is; 0 of 40 rows are favourable, the target asks for {wanted}") in caplog.text
     caplog.clear()
-    with caplog.at_level("WARNING", logger="recourselab.discover.solver"), pytest.warns(NotCertifiedWarning):
+    with caplog.at_level("WARNING", logger="recourselab.discover"), pytest.warns(NotCertifiedWarning):
         res = Discover(_Fixed(0.7), schema=toy.schema, **(FAST | {"max_iter": 2})).solve(toy.factuals, TARGET)
     assert res.valid.all() and "not favourable" not in caplog.text
 
@@ -661,7 +661,7 @@ def test_the_progress_bar_changes_no_result_and_no_log_line(toy, monkeypatch, ca
 
 # ---------------------------------------------------------------------------------------------- certificates, embed
 def test_an_unreachable_threshold_is_warned_about_before_the_search(toy):
-    from recourselab.discover.solver import UnreachableCertificateWarning
+    from recourselab.discover.setup import UnreachableCertificateWarning
 
     with pytest.warns(UnreachableCertificateWarning, match="input side: the unedited factuals' own bound"):
         res = _run(toy, U_x=1e-6, max_iter=0)  # no search step at all: the warning comes from the setup

@@ -44,8 +44,9 @@ _EXPORTS = {
     "sample_factuals": "recourselab.discover.sampling",
     "DiscoverSettings": "recourselab.discover.settings",
     "Discover": "recourselab.discover.solver",
-    "DiscoverResult": "recourselab.discover.solver",
-    "NotCertifiedWarning": "recourselab.discover.solver",
+    "DiscoverResult": "recourselab.discover.result",
+    "NotCertifiedWarning": "recourselab.discover.setup",
+    "UnreachableCertificateWarning": "recourselab.discover.setup",
     "STRATEGIES": "recourselab.discover.strategies",
     "UnknownStrategyError": "recourselab.discover.strategies",
     "get_strategy": "recourselab.discover.strategies",
@@ -58,10 +59,9 @@ _EXPORTS = {
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
+#: The public names; the lower-level pieces above (OT, certificate, proposals) stay importable by name.
 __all__ = [
-    "DCE", "STRATEGIES", "TARGETS", "Discover", "DiscoverResult", "DiscoverSettings", "EtaStep", "Matching",
-    "NotCertifiedWarning", "ProposalSpace", "Target", "TorchClassifier", "UnknownStrategyError",
-    "UnknownTargetError", "ares_cost", "dkw_epsilon", "eta_rule", "fit_torch_mlp", "get_strategy",
-    "is_feasible", "make_target", "match", "mmd2", "ot_x", "ot_y", "random_directions", "sample_cone",
-    "sample_factuals", "sliced_wasserstein_sq", "trim_weights", "ucl_sw2", "ucl_w2", "wasserstein_1d_sq",
+    "DCE", "STRATEGIES", "TARGETS", "Discover", "DiscoverResult", "DiscoverSettings", "NotCertifiedWarning",
+    "Target", "TorchClassifier", "UnknownStrategyError", "UnknownTargetError", "UnreachableCertificateWarning",
+    "ares_cost", "fit_torch_mlp", "make_target", "mmd2", "ot_x", "ot_y", "sample_factuals",
 ]

@@ -31,21 +31,23 @@ from recourselab.discover.certify import eta_rule, is_feasible
 from recourselab.discover.metrics import ot_y
 from recourselab.discover.ot import match, sorted_projections
 from recourselab.discover.proposals import ProposalSpace
-from recourselab.discover.settings import DiscoverSettings
-from recourselab.discover.solver import (
+from recourselab.discover.result import (
     DiscoverResult,
-    NotCertifiedWarning,
     both_verdicts,
+    original_frame,
+    result_metrics,
+    stop_level_reached,
+)
+from recourselab.discover.settings import DiscoverSettings
+from recourselab.discover.setup import (
+    NotCertifiedWarning,
     charge,
     checked_scores,
     default_target,
     directions_at,
     favourable_scores,
     input_threshold,
-    original_frame,
     prepare_run,
-    result_metrics,
-    stop_level_reached,
 )
 from recourselab.discover.targets import Target
 from recourselab.errors import DataError

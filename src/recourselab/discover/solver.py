@@ -34,410 +34,51 @@ in proportion to q_i, and with ``accept="best"`` the best edited candidate repla
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from recourselab.data.schema import Schema, encode_rows
-from recourselab.discover.certify import CERTIFICATES, Certificate, eta_rule, is_feasible, ucl_sw2, ucl_w2
-from recourselab.discover.metrics import ares_cost, edited_rows, mmd2, ot_x, ot_x_minmax, ot_y
-from recourselab.discover.ot import Matching, match, random_directions, sorted_projections, trim_weights
-from recourselab.discover.proposals import ProposalSpace, check_actionability
+from recourselab.data.schema import Schema
+from recourselab.discover.certify import eta_rule, is_feasible
+from recourselab.discover.metrics import ot_y
+from recourselab.discover.ot import Matching, match, sorted_projections
+from recourselab.discover.result import (
+    DiscoverResult,
+    both_verdicts,
+    log_shortfall,
+    not_certified_message,
+    original_frame,
+    result_metrics,
+    stop_level_reached,
+)
 from recourselab.discover.settings import DiscoverSettings
+from recourselab.discover.setup import (
+    NotCertifiedWarning,
+    charge,
+    default_target,
+    directions_at,
+    embed_rows,
+    favourable_scores,
+    input_threshold,
+    prepare_run,
+)
 from recourselab.discover.strategies import Evaluation, SearchContext, get_strategy, make_strategy
-from recourselab.discover.targets import Target, make_target
-from recourselab.errors import DataError
+from recourselab.discover.targets import Target
 from recourselab.methods.base import Counterfactuals
-from recourselab.models.oracle import QueryBudgetExceeded
 from recourselab.progress import bar
 from recourselab.rng import numpy_rng
 
 logger = logging.getLogger(__name__)
 
 
-class NotCertifiedWarning(UserWarning):
-    """The run ended without a certified-feasible iterate."""
-
-
-class UnreachableCertificateWarning(UserWarning):
-    """Before the search: a threshold that no iterate can meet (its floor is already above it)."""
-
-
-@dataclass(frozen=True)
-class DiscoverResult:
-    """Outcome of one DISCOVER (or DCE) run.
-
-    Attributes
-    ----------
-    counterfactuals : encoded counterfactual rows X, shape (n, d).
-    counterfactuals_frame : the same rows in original units (``schema.inverse_transform``).
-    factuals : encoded factual rows X', shape (n, d).
-    scores : b(X), shape (n,); factual_scores : b(X'), shape (n,).
-    target_values : the target outputs y*, shape (n,).
-    log : one row per evaluated iterate: iteration, Q (under that iteration's eta), Q_selected,
-        OT_x / OT_y (the solver's trimmed SW^2 over N directions / W^2, squared units), eta,
-        eta_l, eta_r (the narrowed interval), branch, UCL_x, UCL_y, feasible, rows (the top-k
-        indices), accepted, edited_rows,
-        queries (cumulative model rows).
-    row_scores : q_i of every row at every logged iteration (Prop. 3.1, under that iteration's
-        plans and eta; row t sums to ``log["Q"][t]``), shape (len(log), n); None for DCE.
-    metrics : reported metrics of the returned X: OT_x (5000 directions, delta 0.1), OT_y,
-        MMD2, ares_cost, UCL_x, UCL_y, U_x, U_y, ... (squared units).
-    feasible : True only if the returned X is certified (UCL_x < U_x and UCL_y < U_y).
-    target : the target's description (``Target.to_dict()``).
-    queries : model rows queried during the run (what a BlackBox oracle counted).
-    wall_time : seconds.
-    iteration : index of the returned iterate in ``log``.
-    settings : the solver settings (``to_dict()``).
-    method : "discover" or "dce".
-
-    The model's verdict on each row, from the scores already computed (no query):
-    :attr:`favourable`, :attr:`matched_target` and :attr:`valid`.
-    """
-
-    counterfactuals: np.ndarray
-    counterfactuals_frame: pd.DataFrame
-    factuals: np.ndarray
-    scores: np.ndarray
-    factual_scores: np.ndarray
-    target_values: np.ndarray
-    log: pd.DataFrame
-    metrics: dict[str, Any]
-    feasible: bool
-    target: dict[str, Any]
-    queries: int
-    wall_time: float
-    iteration: int
-    settings: dict[str, Any] = field(default_factory=dict)
-    method: str = "discover"
-    row_scores: np.ndarray | None = None
-
-    @property
-    def favourable(self) -> np.ndarray:
-        """Whether the model gives each counterfactual row a favourable-class probability above one
-        half, b(x) > 0.5 (with two classes: it labels the row favourable). Shape (n,), bool."""
-        return np.asarray(self.scores) > 0.5
-
-    @property
-    def matched_target(self) -> np.ndarray:
-        """The target value each row is matched to in the output transport: the target of the
-        same rank as the row's score (ties by row index). Shape (n,)."""
-        out = np.empty(len(self.scores))
-        out[np.argsort(self.scores, kind="stable")] = np.sort(self.target_values)
-        return out
-
-    @property
-    def valid(self) -> np.ndarray:
-        """Per-row validity with respect to the target: the row is favourable wherever its matched
-        target value is (b(x) > 0.5 where y* > 0.5); rows matched to an unfavourable target value
-        are valid. Shape (n,), bool."""
-        return self.favourable | (self.matched_target <= 0.5)
-
-    def to_counterfactuals(self) -> Counterfactuals:
-        """This run as the common :class:`~recourselab.methods.base.Counterfactuals` (target: each row's
-        matched target value; valid: :attr:`valid`; the run itself in ``result``)."""
-        return Counterfactuals(
-            method=self.method, factuals=self.factuals, counterfactuals=self.counterfactuals,
-            counterfactuals_original=self.counterfactuals_frame, target=self.matched_target, queries=self.queries,
-            wall_time=self.wall_time, valid=self.valid,
-            log={"feasible": self.feasible, "iteration": self.iteration, "target": self.target} | self.metrics,
-            result=self)
-
-    def metadata(self) -> dict[str, Any]:
-        """JSON-safe summary (metrics, feasibility, target, queries, time, settings)."""
-        return {"method": self.method, "feasible": self.feasible, "metrics": self.metrics,
-                "target": self.target, "queries": self.queries, "wall_time": self.wall_time,
-                "iteration": self.iteration, "settings": self.settings}
-
-
 #: A step is accepted only if it lowers Q by more than this share of Q (rounding of batched scoring).
 ACCEPT_RTOL = 1e-12
-
-
-#: The target of ``explain(factuals, None)``: the pipeline's default, 1 - Beta(0.1, 0.9) scores.
-DEFAULT_TARGET = {"kind": "beta", "a": 0.1, "b": 0.9}
-
-
-def charge(used: int, n: int, limit: int | None, method: str) -> int:
-    """``used + n`` model rows, or :class:`QueryBudgetExceeded` (before the call) when that passes ``limit``."""
-    if limit is not None and used + n > limit:
-        raise QueryBudgetExceeded(f"{method}: scoring {n} more rows would use {used + n} model rows, over the "
-                                  f"search budget of {limit}; raise budget= or explain fewer rows")
-    return used + n
-
-
-def default_target(target: Target | Mapping[str, Any] | str | None, seed: int) -> Target | Mapping[str, Any] | str:
-    """``target``, or :data:`DEFAULT_TARGET` drawn with ``seed`` when it is None."""
-    if target is None:
-        spec = dict(DEFAULT_TARGET)
-        return make_target(spec.pop("kind"), seed=seed, **spec)
-    return target
-
-
-def favourable_scores(model: Any, X: np.ndarray, schema: Schema, budget: str) -> np.ndarray:
-    """b(X) = P(favourable) through ``model.predict_proba`` (a BlackBox counts under ``budget``)."""
-    from recourselab.models.oracle import BlackBox
-
-    proba = model.predict_proba(X, budget=budget) if isinstance(model, BlackBox) else model.predict_proba(X)
-    return checked_scores(proba, len(X), schema)
-
-
-def checked_scores(proba: Any, n: int, schema: Schema) -> np.ndarray:
-    """The favourable-class column (n,) of class probabilities ``proba`` (n, K), checked."""
-    proba = np.asarray(proba, dtype=float)
-    if proba.ndim != 2 or proba.shape != (n, schema.n_classes):
-        raise DataError(f"model returned probabilities of shape {proba.shape}, expected ({n}, "
-                        f"{schema.n_classes})")
-    scores = proba[:, schema.favourable_index]
-    bad = ~np.isfinite(scores) | (scores < -1e-9) | (scores > 1 + 1e-9)
-    if bad.any():
-        raise DataError(f"model returned favourable-class probabilities outside [0, 1] or non-finite in "
-                        f"{int(bad.sum())} of {len(scores)} rows, e.g. {scores[bad][:3].tolist()}")
-    return scores
-
-
-def encode_factuals(factuals: np.ndarray | pd.DataFrame, schema: Schema) -> np.ndarray:
-    """Validate factual rows: encoded (n, d) array or raw DataFrame -> float array (n, d), n >= 2.
-
-    Encoded rows must hold valid categorical encodings (each (cos, sin) pair the exact phase
-    of one level); numerical values may lie outside the training range.
-    """
-    X = encode_rows(factuals, schema, what="factuals")
-    if X.shape[0] < 2:
-        raise DataError(f"need at least 2 factual rows for a distribution, got {X.shape[0]}")
-    snapped = schema.snap(X)
-    off = [f.name for f, sl in zip(schema.features, schema.slices().values(), strict=True)
-           if f.kind != "numerical" and not np.allclose(X[:, sl], snapped[:, sl], rtol=0.0, atol=1e-6)]
-    if off:
-        raise DataError(f"factuals: the encoded columns of categorical feature(s) {off} are not the phase pair "
-                        "of any level; encode raw rows with the schema (schema.transform) or pass a DataFrame")
-    return X
-
-
-def as_target(target: Target | Mapping[str, Any] | str, n: int) -> Target:
-    """A Target from itself, its dict or its kind name, checked against ``n`` factual rows."""
-    if isinstance(target, str):
-        target = make_target(target)
-    elif isinstance(target, Mapping):
-        target = Target.from_dict(target)
-    if not isinstance(target, Target):
-        raise DataError(f"target must be a Target (see make_target), got {type(target).__name__}")
-    if target.n is not None and target.n != n:
-        raise DataError(f"target {target.kind!r} has {target.n} values but there are {n} factual rows; "
-                        "the target and the factual sample must have the same size")
-    return target
-
-
-def resolve_target(target: Target | Mapping[str, Any] | str, n: int,
-                   factual_scores: np.ndarray) -> tuple[Target, np.ndarray]:
-    """A Target (or its dict / kind name) and its ``n`` values, validated."""
-    target = as_target(target, n)
-    values = target.values(n, factual_scores)
-    if values.shape != (n,) or not np.isfinite(values).all():
-        raise DataError(f"target values must be {n} finite numbers, got shape {values.shape}")
-    return target, values
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """What a run derives from its factuals, target and settings (shared by DISCOVER and DCE).
-
-    Xf (n, d) encoded factuals, yf (n,) their scores, target and ystar (n,) its drawn values,
-    theta (N, d) directions, w (n,) trimming weights, ref_x (N, n) sorted factual projections,
-    ref_y (n,) sorted targets, U_x / U_y the thresholds (squared units), space the run's
-    proposal space (mutable features, bounds).
-    """
-
-    Xf: np.ndarray
-    yf: np.ndarray
-    target: Target
-    ystar: np.ndarray
-    theta: np.ndarray
-    w: np.ndarray
-    ref_x: np.ndarray
-    ref_y: np.ndarray
-    U_x: float
-    U_y: float
-    space: ProposalSpace
-    cert: Certificate | None = None
-    embed: Any = None
-    reachable: dict[str, Any] = field(default_factory=dict)
-
-    def embedded(self, X: np.ndarray) -> np.ndarray:
-        """Rows (..., d) in the space of the input-side transport (..., D) (the encoded rows without ``embed``)."""
-        return embed_rows(self.embed, X)
-
-
-def embed_rows(embed: Any, X: np.ndarray) -> np.ndarray:
-    """``embed(X)`` for rows (..., d) -> (..., D), checked; ``X`` itself when ``embed`` is None."""
-    if embed is None:
-        return X
-    flat = X.reshape(-1, X.shape[-1])
-    out = np.asarray(embed(flat), dtype=float)
-    if out.ndim != 2 or out.shape[0] != flat.shape[0] or not np.isfinite(out).all():
-        raise DataError(f"embed must map rows (m, d) to finite rows (m, D), got shape {out.shape} for m={len(flat)}")
-    return out.reshape(*X.shape[:-1], out.shape[1])
-
-
-def prepare_run(factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[str, Any] | str, schema: Schema,
-                s: DiscoverSettings, scores: Any, embed: Any = None) -> RunSetup:
-    """Encode the factuals, score them with ``scores(X) -> (n,)``, draw y*, directions and thresholds.
-
-    The factuals, the target, the actionability rules and that some feature can be edited are
-    checked before the model is queried, so a mistake in them costs no queries. ``embed`` maps
-    encoded rows (m, d) to the space of the input-side transport (m, D) (None: the encoded space).
-    Thresholds that no iterate can meet are warned about here, before the search
-    (:class:`UnreachableCertificateWarning`).
-    """
-    Xf = encode_factuals(factuals, schema)
-    n, d = Xf.shape
-    target = as_target(target, n)
-    check_actionability(schema, s)
-    space = ProposalSpace(schema, Xf, s)
-    yf = scores(Xf)
-    tgt, ystar = resolve_target(target, n, yf)
-    EXf = embed_rows(embed, Xf)
-    theta = directions_at(EXf.shape[1], s, 0)
-    ref_x, ref_y = sorted_projections(EXf, theta), np.sort(ystar)
-    cert = Certificate(s.certificate, n, s.delta, s.alpha, s.bootstrap_resamples, s.seed)
-    U_x = input_threshold(ref_x, s, cert)
-    U_y = output_threshold(np.sort(yf), ref_y, s, cert)
-    reachable = check_reachable(ref_x, ref_y, U_x, U_y, cert)
-    if not U_x > 0:
-        raise DataError(f"the calibrated input threshold U_x is 0: the {n} factual rows are identical, so their "
-                        "confidence band has no width and UCL_x < U_x can never hold; pass U_x (> 0) or "
-                        "factual rows that differ")
-    return RunSetup(Xf=Xf, yf=yf, target=tgt, ystar=ystar, theta=theta, w=trim_weights(n, s.delta),
-                    ref_x=ref_x, ref_y=ref_y, U_x=float(U_x), U_y=float(U_y), space=space, cert=cert, embed=embed,
-                    reachable=reachable)
-
-
-def check_reachable(ref_x: np.ndarray, ref_y: np.ndarray, U_x: float, U_y: float, cert: Certificate) -> dict[str, Any]:
-    """Whether each threshold can be met at all, warned about before the search.
-
-    The floor of the input side is the bound of the unedited factuals against themselves (no
-    iterate is closer to X' than X' itself); the floor of the output side is the bound of a
-    perfect match, the targets against themselves. A threshold at or below its floor cannot be
-    met by any iterate: :class:`UnreachableCertificateWarning` names the side and the numbers.
-
-    Returns
-    -------
-    dict: ``reachable`` (bool), ``floor_x``, ``floor_y`` (in the rule's scale) and ``reason`` (None or text).
-    """
-    floor_x, floor_y = cert.input_bound(ref_x, ref_x), cert.output_bound(ref_y, ref_y)
-    reasons = []
-    if not floor_x < U_x:
-        reasons.append(f"input side: the unedited factuals' own bound UCL_x(X', X') = {floor_x:.4g} is not below "
-                       f"U_x = {U_x:.4g}")
-    if not floor_y < U_y:
-        reasons.append(f"output side: even scores equal to the targets give UCL_y(y*, y*) = {floor_y:.4g}, not below "
-                       f"U_y = {U_y:.4g}")
-    reason = None
-    if reasons:
-        reason = (f"the {cert.rule} certificate ({cert.scale} scale) cannot be met by any iterate: "
-                  f"{'; '.join(reasons)}; raise the threshold(s), use more factual rows, or choose the other rule")
-        logger.warning(reason)
-        warnings.warn(reason, UnreachableCertificateWarning, stacklevel=3)
-    return {"reachable": not reasons, "floor_x": float(floor_x), "floor_y": float(floor_y), "reason": reason}
-
-
-def output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettings,
-                     cert: Certificate | None = None) -> float:
-    """U_y for the sorted factual scores ``yf_sorted`` (n,) and sorted targets ``ref_y`` (n,).
-
-    ``s.U_y`` if given, else ``min(UCL_y(y*, y*) + U_y_margin, UCL_y(b(X'), y*))``: the floor of
-    a perfect output match plus the margin, but never above the unedited factuals' own UCL_y,
-    so the output certificate always asks for an improvement on the factuals (a threshold
-    they already pass would certify nothing). A threshold the factuals pass is logged.
-    """
-    if cert is not None and cert.rule != "dkw":
-        return bootstrap_output_threshold(yf_sorted, ref_y, s, cert)
-    start = ucl_w2(yf_sorted, ref_y, s.delta, s.alpha)
-    if s.U_y is not None:
-        if start < s.U_y:
-            logger.warning("the unedited factuals already pass the output threshold (UCL_y %.4g < U_y %.4g): "
-                           "the output certificate asks for no change", start, s.U_y)
-        return float(s.U_y)
-    calibrated = ucl_w2(ref_y, ref_y, s.delta, s.alpha) + s.U_y_margin
-    if not calibrated > 0:
-        raise DataError("the calibrated output threshold U_y is 0 (a constant target with U_y_margin 0), so "
-                        "UCL_y < U_y can never hold; set U_y_margin > 0 or pass U_y (> 0)")
-    if not start > 0:
-        raise DataError("every factual score already equals the constant target y*, so no change of the outputs "
-                        "can be certified (U_y_margin cannot help); choose another target or pass U_y (> 0)")
-    if start < calibrated:
-        logger.info("U_y capped at the unedited factuals' UCL_y %.4g (floor + U_y_margin = %.4g), so that "
-                    "the output certificate asks for an improvement", start, calibrated)
-    return float(min(calibrated, start))
-
-
-def bootstrap_output_threshold(yf_sorted: np.ndarray, ref_y: np.ndarray, s: DiscoverSettings,
-                               cert: Certificate) -> float:
-    """U_y of the bootstrap rule (unsquared): ``s.U_y``, else ``sqrt(U_y_margin)`` capped at the factuals' own bound."""
-    start = cert.output_bound(yf_sorted, ref_y)
-    if s.U_y is not None:
-        if start < s.U_y:
-            logger.warning("the unedited factuals already pass the output threshold (UCL_y %.4g < U_y %.4g): "
-                           "the output certificate asks for no change", start, s.U_y)
-        return float(s.U_y)
-    if not s.U_y_margin > 0 or not start > 0:
-        raise DataError("the calibrated bootstrap threshold U_y is 0 (U_y_margin 0, or every factual score already "
-                        "equals the target), so UCL_y < U_y can never hold; set U_y_margin > 0 or pass U_y (> 0)")
-    return float(min(np.sqrt(s.U_y_margin), start))
-
-
-def input_threshold(ref_x: np.ndarray, s: DiscoverSettings, cert: Certificate | None = None) -> float:
-    """U_x for sorted factual projections ``ref_x`` (N, n): ``s.U_x`` if given, else calibrated.
-
-    DKW (``cert`` None or its rule ``"dkw"``): the floor of the unedited sample on those directions
-    times ``1 + U_x_margin`` (squared). Bootstrap: ``sqrt(U_x_margin * mean_k Var(ref_x[k]))``
-    (unsquared; the bootstrap floor of X' against itself is 0).
-    """
-    if s.U_x is not None:
-        return float(s.U_x)
-    if cert is not None and cert.rule != "dkw":
-        return float(np.sqrt(s.U_x_margin * np.mean(np.var(ref_x, axis=1))))
-    return float(ucl_sw2(ref_x, ref_x, s.delta, s.alpha) * (1.0 + s.U_x_margin))
-
-
-def holdout_certified_x(X: np.ndarray, Xf: np.ndarray, s: DiscoverSettings, *, sets: int | None = None,
-                        key: tuple[int, ...] | None = None, cert: Certificate | None = None) -> float | None:
-    """Share of ``sets`` fresh sets of N directions on which ``X`` (n, d) still passes the input
-    certificate against the factuals ``Xf`` (n, d): UCL_x < U_x, with U_x from
-    :func:`input_threshold` on each set (the run's rule). Set k is drawn from
-    ``default_rng([*key, k])``; defaults ``sets = s.holdout_sets``, ``key = (s.seed, 3)``, a
-    stream the search never uses. None when ``sets`` is 0."""
-    sets = s.holdout_sets if sets is None else sets
-    key = (s.seed, 3) if key is None else key
-    if sets == 0:
-        return None
-    passed = 0
-    for k in range(sets):
-        theta = random_directions(Xf.shape[1], s.n_projections, np.random.default_rng([*key, k]))
-        ref = sorted_projections(Xf, theta)
-        if cert is None:
-            passed += ucl_sw2(sorted_projections(X, theta), ref, s.delta, s.alpha) < input_threshold(ref, s)
-        else:
-            passed += cert.input_bound(sorted_projections(X, theta), ref) < input_threshold(ref, s, cert)
-    return passed / sets
-
-
-def directions_at(d: int, s: DiscoverSettings, t: int) -> np.ndarray:
-    """The N directions (N, d) of outer iteration ``t``: the run's one set (stream ``[seed, 4]``), or
-    with ``resample_directions`` a fresh set for every iteration after the first (``[seed, 2, t]``).
-    Not ``[seed, 0]``: numpy's SeedSequence drops trailing zeros, so that would be the stream of
-    ``default_rng(seed)``, which a target or factual sample of the same seed may use."""
-    if t == 0 or not s.resample_directions:
-        return random_directions(d, s.n_projections, numpy_rng("discover.directions", seed=s.seed))
-    return random_directions(d, s.n_projections, numpy_rng("discover.directions_at", seed=s.seed, t=t))
 
 
 class _Objective:
@@ -773,120 +414,6 @@ class Discover:
         return result
 
 
-def log_shortfall(result: DiscoverResult) -> None:
-    """A warning with counts when some rows of ``result`` fall short of their matched target value."""
-    short = int((~result.valid).sum())
-    if short:
-        n = len(result.scores)
-        logger.warning("%s: %d of %d counterfactual rows are not favourable (b(x) <= 0.5) although their matched "
-                       "target value is; %d of %d rows are favourable, the target asks for %d", result.method.upper(),
-                       short, n, int(result.favourable.sum()), n, int((result.target_values > 0.5).sum()))
-
-
-def original_frame(schema: Schema, X: np.ndarray, factuals: Any) -> pd.DataFrame:
-    """Rows ``X`` (n, d) in original units, indexed like ``factuals`` when that is a DataFrame."""
-    frame = schema.inverse_transform(X)
-    if isinstance(factuals, pd.DataFrame):
-        frame.index = factuals.index
-    return frame
-
-
-def not_certified_message(records: list[dict[str, Any]], U_y: float, accepted_at: list[int]) -> str:
-    """The warning of a run without a certified edited iterate: the violated side(s) at the end and,
-    when no candidate was accepted in the last quarter of the run (at least 10 searches), the stall."""
-    last, searches = records[-1], len(records) - 1
-    sides = [side for side, bad in (("input", last["UCL_x"] >= last["U_x"]), ("output", last["UCL_y"] >= U_y)) if bad]
-    text = (f"DISCOVER found no certified feasible iterate in {searches} iterations (last UCL_x={last['UCL_x']:.4g} "
-            f"vs U_x={last['U_x']:.4g}, UCL_y={last['UCL_y']:.4g} vs U_y={U_y:.4g}: "
-            f"{' and '.join(sides) + ' side violated' if sides else 'no edited iterate'})")
-    idle = searches - 1 - accepted_at[-1] if accepted_at else searches
-    if idle >= max(10, searches // 4):
-        text += (f"; the search stalled: no candidate improved Q in the last {idle} iterations, so the same top-k "
-                 "rows stayed editable (a larger step, h or top_k, or strategy='genetic', can move rows that one "
-                 "small edit cannot)")
-    return text + "; returning the last iterate with feasible=False"
-
-
-def stop_level_reached(s: DiscoverSettings, feasible: bool, ot_y_value: float) -> bool:
-    """With ``stop="ot_y"``: whether the returned iterate is certified and at the OT(y) level (logged if not)."""
-    reached = bool(feasible and s.at_level(ot_y_value))
-    if not reached:
-        logger.warning("stop_ot_y=%.4g not reached by a certified iterate in %d iterations (returned OT(y) "
-                       "%.4g); the run went on to T and returns its best certified iterate (the last if none)",
-                       s.stop_ot_y, s.max_iter, ot_y_value)
-    return reached
-
-
-def result_metrics(X: np.ndarray, Xf: np.ndarray, y: np.ndarray, ystar: np.ndarray, schema: Schema,
-                   s: DiscoverSettings, rec: Mapping[str, Any], U_x: float, U_y: float,
-                   eta: float, *, embed: Any = None, cert: Certificate | None = None) -> dict[str, Any]:
-    """Reported metrics of the returned iterate (squared units, except UCLs and thresholds of the bootstrap
-    rule). OT(x), MMD^2 and the holdout share are measured in the ``embed`` space when one is given."""
-    cost = ares_cost(X, Xf, schema)
-    edited = edited_rows(X, Xf)
-    EX, EXf = embed_rows(embed, X), embed_rows(embed, Xf)
-    scale = "squared" if cert is None else cert.scale
-    space = "the encoded space" if embed is None else "the embed space"
-    return {
-        "OT_x": ot_x(EX, EXf, n_projections=s.metric_projections, delta=s.metric_delta, seed=s.seed),
-        "OT_x_minmax": ot_x_minmax(X, Xf, schema, n_projections=s.metric_projections, delta=s.metric_delta,
-                                   seed=s.seed),
-        "OT_y": ot_y(y, ystar, delta=s.metric_delta),
-        "MMD2": mmd2(EX, EXf, sigma=s.mmd_sigma),
-        "ares_cost": float(cost.mean()),
-        "ares_cost_edited": float(cost[edited].mean()) if edited.any() else None,  # no edited row: undefined
-        "edited_rows": int(edited.sum()),
-        "certified_x_holdout": holdout_certified_x(EX, EXf, s, cert=cert),
-        "objective_OT_x": float(rec["OT_x"]), "objective_OT_y": float(rec["OT_y"]),
-        "UCL_x": float(rec["UCL_x"]), "UCL_y": float(rec["UCL_y"]), "U_x": float(U_x), "U_y": float(U_y),
-        "eta": float(rec["eta"]), "final_eta": float(eta), "returned_iteration": int(rec["iteration"]),
-        "mean_score": float(y.mean()), "target_mean": float(ystar.mean()),
-        "units": f"OT and objective values: squared Wasserstein-2 (SW^2 / W^2) in {space}; UCLs and U: {scale}",
-    }
-
-
-def both_verdicts(EX: np.ndarray, EXf: np.ndarray, y: np.ndarray, ystar: np.ndarray, s: DiscoverSettings,
-                  run: RunSetup, edited: bool) -> dict[str, Any]:
-    """The returned iterate's verdict under every certificate rule, on the run's first direction set.
-
-    Parameters
-    ----------
-    EX, EXf : returned and factual rows in the transport space (n, D); y, ystar : scores and targets (n,).
-    run : the run's setup (its rule, thresholds, first directions, reachability).
-    edited : whether the returned iterate edits a row (an unedited iterate is never certified).
-
-    Returns
-    -------
-    Flat dict: ``certificate`` (the rule of the run), then per rule r ``certified_r``, ``UCL_x_r``,
-    ``UCL_y_r``, ``U_x_r``, ``U_y_r`` in r's scale. The chosen rule's thresholds are the run's; the
-    other rule's are the same distances converted (squared / square-rooted) when U was given,
-    else that rule's own calibration. Plus ``certificate_reachable`` and its reason.
-    """
-    ref_x = sorted_projections(EXf, run.theta)
-    P = sorted_projections(EX, run.theta)
-    out: dict[str, Any] = {"certificate": s.certificate}
-    for rule in CERTIFICATES:
-        cert = run.cert if rule == s.certificate else Certificate(rule, len(y), s.delta, s.alpha,
-                                                                  s.bootstrap_resamples, s.seed)
-        if rule == s.certificate:
-            U_x, U_y = run.U_x, run.U_y
-        else:
-            try:  # the other rule is reported only: a threshold it cannot calibrate leaves it uncertified
-                U_x = (run.cert.convert(s.U_x, rule) if s.U_x is not None
-                       else input_threshold(ref_x, dataclasses.replace(s, certificate=rule), cert))
-                U_y = (run.cert.convert(s.U_y, rule) if s.U_y is not None else
-                       output_threshold(np.sort(run.yf), run.ref_y, dataclasses.replace(s, certificate=rule), cert))
-            except DataError as err:
-                logger.info("the %s verdict is not reported: %s", rule, err)
-                U_x = U_y = float("nan")
-        ux, uy = cert.input_bound(P, ref_x), cert.output_bound(np.sort(y), run.ref_y)
-        out |= {f"certified_{rule}": bool(edited and is_feasible(ux, uy, U_x, U_y)), f"UCL_x_{rule}": float(ux),
-                f"UCL_y_{rule}": float(uy), f"U_x_{rule}": float(U_x), f"U_y_{rule}": float(U_y)}
-    out["certificate_reachable"] = run.reachable.get("reachable", True)
-    out["certificate_unreachable_reason"] = run.reachable.get("reason")
-    return out
-
-
 def sampled_rows(scores: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     """``k`` distinct rows drawn with probability proportional to their scores q_i (n,) (Gumbel top-k);
     rows with q_i = 0 only after every positive one. Shape (k,), int64."""
@@ -898,11 +425,4 @@ def sampled_rows(scores: np.ndarray, k: int, rng: np.random.Generator) -> np.nda
     return order[:k].astype(np.int64)
 
 
-def replace_settings(settings: DiscoverSettings, **changes: Any) -> DiscoverSettings:
-    """A copy of ``settings`` with some fields changed (validated)."""
-    return dataclasses.replace(settings, **changes)
-
-
-__all__ = ["Discover", "DiscoverResult", "NotCertifiedWarning", "UnreachableCertificateWarning", "encode_factuals",
-           "favourable_scores",
-           "holdout_certified_x", "log_shortfall", "original_frame", "resolve_target", "stop_level_reached"]
+__all__ = ["Discover", "sampled_rows"]
