@@ -108,7 +108,28 @@ class CounterfactualMethod(Protocol):
     name: str
 
     def explain(self, factuals: np.ndarray | pd.DataFrame, target: Any = None, *,
-                budget: int | None = None) -> Counterfactuals: ...
+                budget: int | None = None) -> Counterfactuals:
+        """Counterfactuals of every factual row: the contract that each method's ``explain`` follows.
+
+        Parameters
+        ----------
+        factuals : (n, d) encoded rows, or a raw DataFrame with the schema's features.
+        target : class index per row (n,), one class for all rows, or None for the schema's favourable
+            class (distributional methods take their own target description).
+        budget : at most this many oracle rows during the search (None: no limit of the method's own).
+
+        Returns
+        -------
+        Counterfactuals
+            One counterfactual per factual; each method documents what its ``queries`` and ``valid`` mean.
+
+        Raises
+        ------
+        DataError
+            Bad factuals (width, NaN, inf) or targets.
+        QueryBudgetExceeded
+            Before the query that would pass ``budget`` (or the oracle's own limit).
+        """
 
 
 __all__ = ["CounterfactualMethod", "Counterfactuals"]

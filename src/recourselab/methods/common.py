@@ -4,7 +4,7 @@ Every baseline moves encoded factual rows (n, d) of a :class:`~recourselab.data.
 towards class targets. The pieces here keep that uniform:
 
 - :func:`encode_factuals` / :func:`class_targets` check the inputs (DataError on a wrong width,
-  NaN or a bad target);
+  NaN or a bad target), both for one ``explain`` call: :func:`encode_factuals_and_targets`;
 - :class:`Search` sends every search-time ensemble query through the
   :class:`~recourselab.models.BlackBox` under one named budget and counts the rows; a query that
   would pass the method's ``budget`` raises :class:`~recourselab.models.oracle.QueryBudgetExceeded`
@@ -88,6 +88,16 @@ def class_targets(target: Any, n: int, schema: Schema, what: str) -> np.ndarray:
         raise DataError(f"{what}: class indices must lie in 0..{schema.n_classes - 1}, got "
                         f"{sorted(set(labels.tolist()))[:10]}")
     return labels
+
+
+def encode_factuals_and_targets(factuals: np.ndarray | pd.DataFrame, target: Any, schema: Schema,
+                                method: str) -> tuple[np.ndarray, np.ndarray]:
+    """The factuals encoded and checked (n, d), with their class targets (n,) int64.
+
+    See :func:`encode_factuals` and :func:`class_targets` (whose message names ``"{method} target"``).
+    """
+    X = encode_factuals(factuals, schema, method)
+    return X, class_targets(target, len(X), schema, f"{method} target")
 
 
 def check_budget(budget: Any, method: str) -> int | None:
@@ -192,5 +202,6 @@ def result(method: str, schema: Schema, factuals_in: np.ndarray | pd.DataFrame, 
                            queries=int(queries), wall_time=float(wall_time), valid=valid, log=log, result=res)
 
 
-__all__ = ["SEARCH_BUDGET", "Search", "class_targets", "encode_factuals", "encode_train", "member_votes",
-           "mutable_mask", "original", "positive", "resolve_schema", "result", "valid_points"]
+__all__ = ["SEARCH_BUDGET", "Search", "class_targets", "encode_factuals", "encode_factuals_and_targets",
+           "encode_train", "member_votes", "mutable_mask", "original", "positive", "resolve_schema", "result",
+           "valid_points"]

@@ -45,8 +45,7 @@ from recourselab.methods.common import (
     SEARCH_BUDGET,
     Search,
     check_budget,
-    class_targets,
-    encode_factuals,
+    encode_factuals_and_targets,
     encode_train,
     positive,
     resolve_schema,
@@ -175,29 +174,18 @@ class DiCE:
                 budget: int | None = None) -> Counterfactuals:
         """DiCE counterfactuals of every factual.
 
-        Parameters
-        ----------
-        factuals : (n, d) encoded rows, or a raw DataFrame.
-        target : class index per row (n,), one for all, or None for the schema's favourable class.
-        budget : at most this many oracle rows (None: no limit of its own).
+        Parameters and errors are those of :meth:`recourselab.methods.base.CounterfactualMethod.explain`
+        (DiCE cannot stop within ``budget``: the call that would pass it raises).
 
         Returns
         -------
         Counterfactuals
             ``queries``: the rows DiCE scored; ``valid`` (n,): the mean probability gives the target.
-
-        Raises
-        ------
-        DataError
-            Bad factuals or targets.
-        QueryBudgetExceeded
-            Before the call that would pass ``budget``.
         """
         dice_ml = import_dice()
         t0 = time.perf_counter()
         search = Search(self.oracle, self.budget_name, check_budget(budget, self.name), self.name)
-        Xf = encode_factuals(factuals, self.schema, self.name)
-        tgt = class_targets(target, len(Xf), self.schema, f"{self.name} target")
+        Xf, tgt = encode_factuals_and_targets(factuals, target, self.schema, self.name)
         model = OracleModel(self.schema, search)
         numerical = [f.name for f in self.schema.features if f.kind == "numerical"]
         vary = [f.name for f in self.schema.features if not f.immutable]

@@ -41,8 +41,7 @@ from recourselab.methods.common import (
     SEARCH_BUDGET,
     Search,
     check_budget,
-    class_targets,
-    encode_factuals,
+    encode_factuals_and_targets,
     member_votes,
     positive,
     resolve_schema,
@@ -124,28 +123,16 @@ class GrowingSpheres:
                 budget: int | None = None) -> Counterfactuals:
         """The closest majority enemy found for every factual.
 
-        Parameters
-        ----------
-        factuals : (n, d) encoded rows, or a raw DataFrame.
-        target : class index per row (n,), one for all, or None for the schema's favourable class.
-        budget : at most this many search rows (None: no limit of its own).
+        Parameters and errors are those of :meth:`recourselab.methods.base.CounterfactualMethod.explain`.
 
         Returns
         -------
         Counterfactuals
             ``valid`` (n,): the point is a majority enemy (factuals without one keep their row, False).
-
-        Raises
-        ------
-        DataError
-            Bad factuals or targets.
-        QueryBudgetExceeded
-            Before the query that would pass ``budget`` (or the oracle's own limit).
         """
         t0 = time.perf_counter()
         search = Search(self.oracle, self.budget_name, check_budget(budget, self.name), self.name)
-        Xf = encode_factuals(factuals, self.schema, self.name)
-        tgt = class_targets(target, len(Xf), self.schema, f"{self.name} target")
+        Xf, tgt = encode_factuals_and_targets(factuals, target, self.schema, self.name)
         n, d = Xf.shape
         rng = np.random.default_rng([self.seed, 34])
         cf, found = Xf.copy(), np.zeros(n, dtype=bool)

@@ -43,8 +43,7 @@ from recourselab.methods.common import (
     SEARCH_BUDGET,
     Search,
     check_budget,
-    class_targets,
-    encode_factuals,
+    encode_factuals_and_targets,
     encode_train,
     resolve_schema,
     result,
@@ -189,8 +188,7 @@ class NearestNeighbour:
         """
         t0 = time.perf_counter()
         limit = check_budget(budget, self.name)
-        Xf = encode_factuals(factuals, self.schema, self.name)
-        tgt = class_targets(target, len(Xf), self.schema, f"{self.name} target")
+        Xf, tgt = encode_factuals_and_targets(factuals, target, self.schema, self.name)
         pool, dist = self.candidates(Xf, tgt)
         search = Search(self.oracle, self.budget_name, limit, self.name)
         unanimous = np.full(len(self.X_train), -2, dtype=np.int64)  # -2: not labelled

@@ -57,22 +57,14 @@ class NearestLine(NearestNeighbour):
                 budget: int | None = None) -> Counterfactuals:
         """The closest unanimous point on the segment from each factual to its nearest unanimous neighbour.
 
-        Parameters
-        ----------
-        factuals : (n, d) encoded rows, or a raw DataFrame.
-        target : class index per row (n,), one for all, or None for the schema's favourable class.
-        budget : total search rows (neighbour labelling, then whole bisection steps that fit); None:
-            label the whole pool and run every step.
+        Parameters and errors are those of :meth:`recourselab.methods.base.CounterfactualMethod.explain`.
+        ``budget`` covers the neighbour labelling, then the whole bisection steps that fit (None: label
+        the whole pool and run every step); the search stays within it.
 
         Returns
         -------
         Counterfactuals
             ``queries`` = labelled pool rows + probes; ``valid`` (n,) True where the point is unanimous.
-
-        Raises
-        ------
-        DataError
-            Bad factuals or targets.
         """
         t0 = time.perf_counter()
         limit = check_budget(budget, self.name)

@@ -73,14 +73,20 @@ def _checked_options(name: str, cls: Any, options: dict[str, Any], extra: tuple[
                               f"{', '.join(sorted(valid | set(extra)))}")
 
 
+def _on_training_rows(name: str, cls: Any, oracle: BlackBox, schema: Schema | None, X_train: Any, y_train: Any,
+                      seed: int, options: dict[str, Any], *, labels: bool) -> CounterfactualMethod:
+    """``cls(oracle, X_train, y_train, schema=schema, seed=seed, **options)`` once the rows and options are checked."""
+    _train(name, X_train, y_train, labels)
+    _checked_options(name, cls, options)
+    return cls(oracle, X_train, y_train, schema=schema, seed=seed, **options)
+
+
 def nearest(oracle: BlackBox, *, schema: Schema | None = None, X_train: Any = None, y_train: Any = None,
             seed: int = 0, **options: Any) -> CounterfactualMethod:
     """:class:`~recourselab.methods.nearest.NearestNeighbour` (needs ``X_train``)."""
     from recourselab.methods.nearest import NearestNeighbour
 
-    _train("nearest", X_train, y_train, False)
-    _checked_options("nearest", NearestNeighbour, options)
-    return NearestNeighbour(oracle, X_train, y_train, schema=schema, seed=seed, **options)
+    return _on_training_rows("nearest", NearestNeighbour, oracle, schema, X_train, y_train, seed, options, labels=False)
 
 
 def nearest_line(oracle: BlackBox, *, schema: Schema | None = None, X_train: Any = None, y_train: Any = None,
@@ -88,9 +94,8 @@ def nearest_line(oracle: BlackBox, *, schema: Schema | None = None, X_train: Any
     """:class:`~recourselab.methods.nearest_line.NearestLine` (needs ``X_train``)."""
     from recourselab.methods.nearest_line import NearestLine
 
-    _train("nearest_line", X_train, y_train, False)
-    _checked_options("nearest_line", NearestLine, options)
-    return NearestLine(oracle, X_train, y_train, schema=schema, seed=seed, **options)
+    return _on_training_rows("nearest_line", NearestLine, oracle, schema, X_train, y_train, seed, options,
+                             labels=False)
 
 
 def wachter(oracle: BlackBox, *, schema: Schema | None = None, X_train: Any = None, y_train: Any = None,
@@ -133,9 +138,7 @@ def dice(oracle: BlackBox, *, schema: Schema | None = None, X_train: Any = None,
     """:class:`~recourselab.methods.dice.DiCE` (needs ``X_train``, ``y_train`` and the ``dice`` extra)."""
     from recourselab.methods.dice import DiCE
 
-    _train("dice", X_train, y_train, True)
-    _checked_options("dice", DiCE, options)
-    return DiCE(oracle, X_train, y_train, schema=schema, seed=seed, **options)
+    return _on_training_rows("dice", DiCE, oracle, schema, X_train, y_train, seed, options, labels=True)
 
 
 def densityflow(oracle: BlackBox, *, schema: Schema | None = None, X_train: Any = None, y_train: Any = None,

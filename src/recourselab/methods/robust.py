@@ -43,8 +43,7 @@ from recourselab.methods.common import (
     SEARCH_BUDGET,
     Search,
     check_budget,
-    class_targets,
-    encode_factuals,
+    encode_factuals_and_targets,
     encode_train,
     member_votes,
     resolve_schema,
@@ -137,8 +136,7 @@ class RobustFlow:
         """
         t0 = time.perf_counter()
         budget = check_budget(budget, NAME)
-        X = encode_factuals(factuals, self.schema, NAME)
-        tgt = class_targets(target, len(X), self.schema, f"{NAME} target")
+        X, tgt = encode_factuals_and_targets(factuals, target, self.schema, NAME)
         search = Search(self.oracle, self.budget_name, budget, NAME)
         if self.settings.repair:
             left = search.remaining()

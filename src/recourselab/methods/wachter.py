@@ -42,8 +42,7 @@ from recourselab.errors import DataError, UnknownKeyError
 from recourselab.methods.base import Counterfactuals
 from recourselab.methods.common import (
     check_budget,
-    class_targets,
-    encode_factuals,
+    encode_factuals_and_targets,
     positive,
     resolve_schema,
     result,
@@ -199,11 +198,8 @@ class Wachter:
                 budget: int | None = None) -> Counterfactuals:
         """Gradient counterfactuals of every factual.
 
-        Parameters
-        ----------
-        factuals : (n, d) encoded rows, or a raw DataFrame.
-        target : class index per row (n,), one for all, or None for the schema's favourable class.
-        budget : accepted for the interface; the search sends no oracle row (``queries`` 0).
+        Parameters and errors are those of :meth:`recourselab.methods.base.CounterfactualMethod.explain`.
+        ``budget`` is accepted for the interface: the search sends no oracle row (``queries`` 0).
 
         Returns
         -------
@@ -214,8 +210,7 @@ class Wachter:
 
         t0 = time.perf_counter()
         check_budget(budget, self.name)
-        Xf = encode_factuals(factuals, self.schema, self.name)
-        tgt = class_targets(target, len(Xf), self.schema, f"{self.name} target")
+        Xf, tgt = encode_factuals_and_targets(factuals, target, self.schema, self.name)
         n = len(Xf)
         mutable = torch.as_tensor(~self.schema.immutable_mask())
         need = math.log(self.threshold / (1 - self.threshold)) + self.margin

@@ -149,6 +149,19 @@ def render_markdown(title: str, summary: Sequence[str], sections: Sequence[Secti
 
 # ---------------------------------------------------------------------------------------------- figures
 
+def _finish(fig: Figure, ax: Any, path: Path, *, title: str, xlabel: str, ylabel: str | None = None,
+            legend: bool = True) -> Path:
+    """Label ``ax`` (``title`` through :func:`text`), add its legend, lay ``fig`` out and save it to ``path``."""
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.set_title(text(title), fontsize="medium")
+    if legend:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
 def bar_figure(path: Path, frame: pd.DataFrame, *, x: str, y: Sequence[str], title: str, ylabel: str,
                ylim: tuple[float, float] | None = (0, 1.05)) -> Path:
     """Horizontal grouped bars of the columns ``y`` of ``frame``, one group per value of its column ``x``
@@ -162,12 +175,7 @@ def bar_figure(path: Path, frame: pd.DataFrame, *, x: str, y: Sequence[str], tit
     ax.set_yticks(pos - height * (len(y) - 1) / 2, [text(v, 48) for v in frame[x]], fontsize="small")
     if ylim:
         ax.set_xlim(*ylim)
-    ax.set_xlabel(ylabel)
-    ax.set_title(text(title), fontsize="medium")
-    if len(y) > 1:
-        ax.legend(fontsize="small")
-    fig.tight_layout()
-    return save_figure(fig, path)
+    return _finish(fig, ax, path, title=title, xlabel=ylabel, legend=len(y) > 1)
 
 
 def hist_figure(path: Path, samples: dict[str, np.ndarray], *, title: str, xlabel: str) -> Path:
@@ -180,12 +188,7 @@ def hist_figure(path: Path, samples: dict[str, np.ndarray], *, title: str, xlabe
     for name, v in finite.items():
         if v.size:
             ax.hist(v, bins=bins, histtype="step", label=text(name, 30), density=True)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("density")
-    ax.set_title(text(title), fontsize="medium")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    return save_figure(fig, path)
+    return _finish(fig, ax, path, title=title, xlabel=xlabel, ylabel="density")
 
 
 def cdf_figure(path: Path, samples: dict[str, np.ndarray], *, title: str, xlabel: str) -> Path:
@@ -196,10 +199,5 @@ def cdf_figure(path: Path, samples: dict[str, np.ndarray], *, title: str, xlabel
         v = np.sort(v[np.isfinite(v)])
         if v.size:
             ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=text(name, 30))
-    ax.set_xlabel(text(xlabel))
-    ax.set_ylabel("CDF")
     ax.set_ylim(0, 1.02)
-    ax.set_title(text(title), fontsize="medium")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    return save_figure(fig, path)
+    return _finish(fig, ax, path, title=title, xlabel=text(xlabel), ylabel="CDF")
