@@ -49,7 +49,7 @@ def train(tmp: Path, workers: int, epochs: int) -> tuple[float, list[bool]]:
     if not (tmp / "prepared" / "moons").is_dir():
         run_prepare("moons", make_params(1, epochs, "thread"), tmp / "prepared", tmp / "cache")
     start = time.perf_counter()
-    results = df.run(df.train_flow_flow, params, dataset="moons", prepared_root=tmp / "prepared",
+    results = df.run(df.training_flow, params, dataset="moons", prepared_root=tmp / "prepared",
                      ensemble_root=tmp / "ensemble", out_root=tmp / "densityflow", cache_root=tmp / "cache")
     return time.perf_counter() - start, [r.cached for r in results]
 

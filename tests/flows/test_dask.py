@@ -25,7 +25,7 @@ def _pipeline(tmp: Path, params) -> dict[str, str]:  # noqa: ANN001
 
     cache = tmp / "cache"  # one result store per runner: no cache hit across the two runs
     run_prepare("moons", params, tmp / "prepared", cache)
-    results = df_module.run(df_module.train_flow_flow, params, dataset="moons", prepared_root=tmp / "prepared",
+    results = df_module.run(df_module.training_flow, params, dataset="moons", prepared_root=tmp / "prepared",
                             ensemble_root=tmp / "ensemble", out_root=tmp / "densityflow", cache_root=cache)
     assert [r.cached for r in results] == [False, False]
     return {**_digests(tmp / "prepared"), **_digests(tmp / "densityflow")}
