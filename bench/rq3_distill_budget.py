@@ -28,7 +28,7 @@ from recourselab.report.rq_figures import RQ3_BUDGETS, rq3_figure
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--dataset", default="compas", help="a dataset of the pipeline run in --data")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--params", type=Path, default=Path("params.yaml"))
     ap.add_argument("--data", type=Path, default=Path("data"), help="the pipeline's data folder")
