@@ -51,7 +51,8 @@ TRAJECTORY_ROWS = 60
 REPORTS = ("train_flow.json",)
 
 
-def _flip(y: np.ndarray, n_classes: int) -> np.ndarray:
+def flip_labels(y: np.ndarray, n_classes: int) -> np.ndarray:
+    """The next class of each label (the other class of binary labels), the counterfactual target. Shape (n,)."""
     return (y + 1) % n_classes
 
 
@@ -92,7 +93,7 @@ def train_flow(*, dataset: str, seed: int, section: dict[str, Any], upstream: st
             model_fit_time = time.perf_counter() - fit_start
             score = None
             if box is not None:
-                res = model.generate(Xv[q], target=_flip(yv[q], prepared.schema.n_classes))
+                res = model.generate(Xv[q], target=flip_labels(yv[q], prepared.schema.n_classes))
                 score = validity_metrics(box.query(res.counterfactuals, budget="selection"), res.target)[
                     "mean_per_model"]
                 selection.append({**combo, "val_validity": score})
@@ -158,7 +159,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         test_out = box.query(Xte, budget="evaluation")
         q = query_set(test_out, yte, section["max_queries"], seed=seed)
         start = time.perf_counter()
-        res = model.generate(Xte[q], target=_flip(yte[q], schema.n_classes))
+        res = model.generate(Xte[q], target=flip_labels(yte[q], schema.n_classes))
         generate_time = time.perf_counter() - start
         out = box.query(res.counterfactuals, budget="evaluation")
         X, y = prepared.arrays("train")
@@ -167,7 +168,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         paths = path_ends = None
         if plane is not None:  # a separate solve for the figure: the counterfactuals above stay as they are
             sub = q[:TRAJECTORY_ROWS]
-            shown = model.generate(Xte[sub], target=_flip(yte[sub], schema.n_classes), return_trajectories=True)
+            shown = model.generate(Xte[sub], target=flip_labels(yte[sub], schema.n_classes), return_trajectories=True)
             paths, path_ends = shown.trajectories, shown.counterfactuals
     distilled = read_json(Path(flow_dir) / "distill.json") if (Path(flow_dir) / "distill.json").is_file() else {}
     metrics = {**counterfactual_metrics(res, out, int(distilled.get("queries_used", 0))), "n_queries": int(len(q)),
@@ -187,7 +188,7 @@ def generate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
     shown_rows = q[:TRAJECTORY_ROWS]
     figures = densityflow_figures(metrics, X=X, y=y, trajectories=paths,
                                   factuals=None if paths is None else Xte[shown_rows], counterfactuals=path_ends,
-                                  target=None if paths is None else _flip(yte[shown_rows], schema.n_classes),
+                                  target=None if paths is None else flip_labels(yte[shown_rows], schema.n_classes),
                                   feature_names=plane or ("x0", "x1"), class_names=list(schema.classes),
                                   title=f"{dataset} seed={seed}")
     return stage_artifacts(Path(staging_root) / "generate" / dataset / f"seed={seed}", {
@@ -204,10 +205,11 @@ def counterfactual_metrics(res: Any, out: Any, queries_used: int) -> dict[str, A
             "surrogate_validity": float(res.surrogate_valid.mean()), "queries_used": int(queries_used)}
 
 
-def rq2_stats(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:
-    """Spearman(-S(x | y), Var_m p_m(y | x)) on up to :data:`RQ2_ROWS` test rows, bootstrap 95% CI.
+def rq2_points(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Density score S(x | y) and ensemble variance Var_m p_m(y | x) on up to :data:`RQ2_ROWS` test rows.
 
     ``out`` is the ensemble's output on all rows of ``X`` (already queried for the query set).
+    Returns two (m,) arrays over the same rows (drawn with ``seed``).
     """
     import torch
 
@@ -215,8 +217,12 @@ def rq2_stats(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: 
     with torch.no_grad():
         density = model.surrogate.score(torch.as_tensor(X[rows], dtype=torch.float32, device=model.device),
                                         torch.as_tensor(y[rows], device=model.device)).cpu().numpy()
-    proba = out.member_proba[:, rows, y[rows]]
-    return density_variance_spearman(density, proba.var(axis=0), seed=seed)
+    return density, out.member_proba[:, rows, y[rows]].var(axis=0)
+
+
+def rq2_stats(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) -> dict[str, Any]:
+    """Spearman(-S(x | y), Var_m p_m(y | x)) on the :func:`rq2_points` rows, bootstrap 95% CI."""
+    return density_variance_spearman(*rq2_points(model, out, X, y, seed), seed=seed)
 
 
 #: The stage that writes each upstream folder (named in the error when one is missing).

@@ -13,16 +13,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.densityflow import CODE, rq2_stats, seed_calls, seed_ensemble
+from flows.densityflow import CODE, flip_labels, rq2_points, seed_calls, seed_ensemble
 from recourselab.config import Params, section_hash
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
 from recourselab.io import write_json, write_parquet
+from recourselab.metrics.plausibility import density_variance_spearman
 from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts
 from recourselab.pipeline.evaluate import (
     SeedInputs,
@@ -46,10 +46,6 @@ EVALUATE_CODE = (*CODE, "flows.evaluate", "recourselab.methods", "recourselab.me
 SEEDS = "seeds"
 
 
-def _flip(y: np.ndarray, n_classes: int) -> np.ndarray:
-    return (y + 1) % n_classes
-
-
 @task(name="evaluate", task_run_name="evaluate-{dataset}-seed={seed}",
       cache_policy=TASK_SOURCE + INPUTS - "flow_dir" - "prepared_dir" - "ensemble_dir")
 def evaluate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, code: str, staging_root: str,
@@ -67,13 +63,13 @@ def evaluate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         flow_model = DensityFlow.load(flow_dir, schema=schema, device=device)
         flow_model.with_settings(n_starts=section["n_starts"], jitter=section["jitter"])
         inputs = SeedInputs(dataset=dataset, seed=seed, schema=schema, oracle=box, X_train=X, y_train=y,
-                            factuals=Xte[q], target=_flip(yte[q], schema.n_classes), rows=q, flow=flow_model)
+                            factuals=Xte[q], target=flip_labels(yte[q], schema.n_classes), rows=q, flow=flow_model)
         methods = registered_methods()
         runs = plan(section, list(methods))
         result = evaluate_seed(inputs, runs, methods, plausibility=section["plausibility"],
                                progress=lambda it: bar(it, desc=f"evaluate {dataset} seed {seed}", unit="method"))
-        rq2 = rq2_stats(flow_model, test_out, Xte, yte, seed)
-        density, variance = _rq2_points(flow_model, test_out, Xte, yte, seed)
+        density, variance = rq2_points(flow_model, test_out, Xte, yte, seed)
+        rq2 = density_variance_spearman(density, variance, seed=seed)
     provenance = {"dataset": dataset, "seed": seed, "stage": "evaluate", "params_hash": section_hash(section),
                   **code_provenance(code)}
     return stage_artifacts(Path(staging_root) / "evaluate" / dataset / f"seed={seed}", {
@@ -81,19 +77,6 @@ def evaluate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str,
         "rows.parquet": lambda p: write_parquet(p, result.rows, provenance),
         "rq2.json": lambda p: write_json(p, rq2),
         "rq2.png": lambda p: rq2_figure(density, variance, rq2, p, title=f"{dataset} seed={seed}")})
-
-
-def _rq2_points(model: DensityFlow, out: Any, X: np.ndarray, y: np.ndarray, seed: int) -> tuple[np.ndarray, ...]:
-    """The (density, variance) pairs of :func:`flows.densityflow.rq2_stats` (same rows) for the figure."""
-    import torch
-
-    from flows.densityflow import RQ2_ROWS
-
-    rows = np.sort(np.random.default_rng(seed).permutation(len(y))[:RQ2_ROWS])
-    with torch.no_grad():
-        density = model.surrogate.score(torch.as_tensor(X[rows], dtype=torch.float32, device=model.device),
-                                        torch.as_tensor(y[rows], device=model.device)).cpu().numpy()
-    return density, out.member_proba[:, rows, y[rows]].var(axis=0)
 
 
 def evaluate_section(params: Params) -> dict[str, Any]:
