@@ -41,7 +41,7 @@ from recourselab.runtime import limit_threads
 
 #: Modules whose code shapes the outputs (task cache keys).
 EVALUATE_CODE = (*CODE, "flows.evaluate", "recourselab.methods", "recourselab.metrics", "recourselab.report",
-                 "recourselab.pipeline.evaluate", "recourselab.config_evaluate")
+                 "recourselab.pipeline.evaluate", "recourselab.config.evaluate")
 #: The seeds' folders inside ``data/evaluate/<dataset>``.
 SEEDS = "seeds"
 

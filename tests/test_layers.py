@@ -19,7 +19,7 @@ RANKS = {
     "": 0,  # recourselab/__init__.py
     "_version": 0, "fields": 0, "rng": 0, "lazy": 0, "errors": 0, "io": 0, "runtime": 0, "provenance": 0,
     "progress": 0,
-    "config": 1, "config_audit": 1, "config_evaluate": 1,
+    "config": 1,
     "data": 2,
     "models": 3,
     "methods": 4, "densityflow": 4, "discover": 4,

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from recourselab import cli
-from recourselab.config_audit import AuditParams
+from recourselab.config.audit import AuditParams
 from recourselab.pipeline.audit_diff import GATE_EXIT, RevisionError, diff_revisions, gate
 from tests.pipeline.audit_fixture import DATASET, write_fixture
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from recourselab.config import Params
-from recourselab.config_audit import AuditParams
+from recourselab.config.audit import AuditParams
 from recourselab.pipeline.audit import load_run, write_audit
 from recourselab.report import audit as tables
 from recourselab.report.audit_html import Section, render_html, render_markdown
