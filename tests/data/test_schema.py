@@ -11,7 +11,9 @@ import pytest
 
 from recourselab.config import parse_params
 from recourselab.data import dataset_from_params, prepare_splits
-from recourselab.data.schema import ROW_PROBLEMS, SCHEMA_VERSION, Schema, encode_rows, sorted_levels
+from recourselab.data.feature import sorted_levels
+from recourselab.data.rows import ROW_PROBLEMS, encode_rows
+from recourselab.data.schema import SCHEMA_VERSION, Schema
 from recourselab.data.sources import ARTIFACTS, cache_dir
 from recourselab.errors import ArtifactError, DataError, UnknownCategoryError
 

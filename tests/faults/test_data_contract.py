@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from recourselab.data import dataset_from_params, prepare_splits
-from recourselab.data.schema import Schema, encode_rows
+from recourselab.data.rows import encode_rows
+from recourselab.data.schema import Schema
 from recourselab.errors import DataError
 
 N_ROWS = 4454

@@ -248,7 +248,7 @@ def test_the_command_reads_stdin_writes_out_and_exits_1_when_no_row_is_explained
 
 
 def test_a_value_outside_declared_bounds_names_the_bounds_not_only_the_training_range():
-    from recourselab.data.schema import Feature
+    from recourselab.data.feature import Feature
     from recourselab.pipeline.explain_rows import check_value
 
     age = Feature(name="age", kind="numerical", integer=True, lower=18.0, upper=90.0, bounds=(0.0, 120.0))

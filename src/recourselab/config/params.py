@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, create_model, field_validator, model_validator
 
 from recourselab.config.audit import AuditParams
 from recourselab.config.base import MAX_SEED, StrictModel, problem, validate_strict
@@ -50,24 +50,21 @@ class OrchestrationParams(StrictModel):
     )
 
 
-class Params(StrictModel):
-    """The whole ``params.yaml``."""
+#: The sections of ``params.yaml`` after ``profile``, ``seeds`` and ``datasets``, in file order: key -> model.
+SECTIONS: dict[str, type[StrictModel]] = {
+    "data": DataParams, "prepare": PrepareParams, "models": ModelsParams, "tune_ensemble": TuneEnsembleParams,
+    "train_flow": TrainFlowParams, "distill": DistillParams, "generate": GenerateParams,
+    "discover": DiscoverParams, "ablate": AblateParams, "evaluate": EvaluateParams,
+    "orchestration": OrchestrationParams, "audit": AuditParams,
+}
+
+
+class _ParamsRules(StrictModel):
+    """The top-level keys and the rules across sections of :class:`Params` (its sections are added below)."""
 
     profile: str = "default"
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     datasets: list[str] = Field(default_factory=lambda: list(DEFAULT_DATASETS))
-    data: DataParams = Field(default_factory=DataParams)
-    prepare: PrepareParams = Field(default_factory=PrepareParams)
-    models: ModelsParams = Field(default_factory=ModelsParams)
-    tune_ensemble: TuneEnsembleParams = Field(default_factory=TuneEnsembleParams)
-    train_flow: TrainFlowParams = Field(default_factory=TrainFlowParams)
-    distill: DistillParams = Field(default_factory=DistillParams)
-    generate: GenerateParams = Field(default_factory=GenerateParams)
-    discover: DiscoverParams = Field(default_factory=DiscoverParams)
-    ablate: AblateParams = Field(default_factory=AblateParams)
-    evaluate: EvaluateParams = Field(default_factory=EvaluateParams)
-    orchestration: OrchestrationParams = Field(default_factory=OrchestrationParams)
-    audit: AuditParams = Field(default_factory=AuditParams)
 
     @field_validator("datasets")
     @classmethod
@@ -86,7 +83,7 @@ class Params(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _lists_consistent(self) -> Params:
+    def _lists_consistent(self) -> Any:
         """Rules between sections that need no registry (dataset names are checked at stage start-up by
         :func:`recourselab.pipeline.validate.validate_params`)."""
         if len(set(self.datasets)) != len(self.datasets):
@@ -95,6 +92,12 @@ class Params(StrictModel):
             raise ValueError(f"ablate.n_seeds is {self.ablate.n_seeds} but only {len(self.seeds)} seeds are listed "
                              f"({self.seeds}); ablate.n_seeds counts the first seeds of `seeds`")
         return self
+
+
+#: The whole ``params.yaml``: the top-level keys, then one field per entry of :data:`SECTIONS` (its
+#: defaults are that section's defaults).
+Params = create_model("Params", __base__=_ParamsRules, __doc__="The whole ``params.yaml``.", __module__=__name__,
+                      **{key: (model, Field(default_factory=model)) for key, model in SECTIONS.items()})
 
 
 def _valid_keys(loc: tuple[Any, ...]) -> tuple[str, list[str]]:

@@ -14,8 +14,9 @@ from recourselab.data.datasets import (
     prepare_splits,
     validate_frame,
 )
+from recourselab.data.feature import Feature
 from recourselab.data.registry import BUILTIN_DATASETS, DatasetSpec
-from recourselab.data.schema import Feature, Schema
+from recourselab.data.schema import Schema
 from recourselab.data.split import stratified_split
 
 __all__ = [

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from recourselab.data.feature import Feature, format_interval, format_number, python_scalar, sorted_levels
 from recourselab.data.registry import DatasetSpec
-from recourselab.data.schema import Feature, format_interval, format_number, python_scalar, sorted_levels
 from recourselab.errors import DataError
 
 log = logging.getLogger(__name__)

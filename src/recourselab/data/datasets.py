@@ -22,9 +22,10 @@ import pandas as pd
 
 from recourselab.config import CustomDataset, Params, PrepareParams
 from recourselab.data.contract import LABEL, ROW_ID, validate_frame
+from recourselab.data.feature import python_scalar, sorted_levels
 from recourselab.data.readers import READERS, DataSources, custom_spec, read_custom
 from recourselab.data.registry import BUILTIN_DATASETS, DatasetSpec
-from recourselab.data.schema import Schema, python_scalar, sorted_levels
+from recourselab.data.schema import Schema
 from recourselab.data.split import stratified_split, stratified_subsample
 from recourselab.errors import DataError, MissingArtifactError
 from recourselab.io import read_parquet, sha256_bytes

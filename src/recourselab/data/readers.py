@@ -24,8 +24,8 @@ import pandas as pd
 
 from recourselab.config import CustomDataset
 from recourselab.data import synthetic
+from recourselab.data.feature import python_scalar
 from recourselab.data.registry import DatasetSpec
-from recourselab.data.schema import python_scalar
 from recourselab.data.sources import read_registry_file, resolve_user_file
 from recourselab.errors import DataError
 from recourselab.io import sha256_bytes, sha256_file

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.model_selection import train_test_split
 
-from recourselab.data.schema import python_scalar
+from recourselab.data.feature import python_scalar
 from recourselab.errors import DataError
 
 

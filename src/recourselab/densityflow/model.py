@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recourselab.data.schema import Schema, encode_rows
+from recourselab.data.rows import encode_rows
+from recourselab.data.schema import Schema
 from recourselab.densityflow.config import DensityFlowConfig, class_labels
 from recourselab.densityflow.distillation import DISTILL_BUDGET, DistillationMixin
 from recourselab.densityflow.inference import CounterfactualResult, InferenceMixin

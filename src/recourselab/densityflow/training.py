@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from recourselab.data.schema import encode_rows
+from recourselab.data.rows import encode_rows
 from recourselab.densityflow.config import DensityFlowConfig, class_labels
 from recourselab.densityflow.ode import VelocityField, integrate
 from recourselab.densityflow.surrogate import Surrogate, noise_bound, refresh_spectral_norms

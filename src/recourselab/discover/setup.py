@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recourselab.data.schema import Schema, encode_rows
+from recourselab.data.rows import encode_rows
+from recourselab.data.schema import Schema
 from recourselab.discover.certify import Certificate, ucl_sw2, ucl_w2
 from recourselab.discover.ot import random_directions, sorted_projections, trim_weights
 from recourselab.discover.proposals import ProposalSpace, check_actionability

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from recourselab.data.feature import float_array
 from recourselab.errors import DataError, UnknownKeyError
 
 
@@ -61,12 +62,7 @@ def _value_sequence(values: Any) -> tuple[float, ...]:
     """An explicit target's values as a non-empty tuple of floats (ranges are checked by :func:`_values`)."""
     if values is None or (isinstance(values, tuple | list | np.ndarray) and len(values) == 0):
         raise DataError("target 'values' needs a non-empty sequence values=[...] of outputs in [0, 1]")
-    try:
-        arr = np.asarray(values, dtype=float)
-    except (TypeError, ValueError) as err:
-        raise DataError(f"target 'values': values must be numbers in [0, 1] ({err})") from err
-    if arr.ndim != 1:
-        raise DataError(f"target 'values': values must be a flat sequence, got shape {arr.shape}")
+    arr = float_array(values, "target 'values': values (numbers in [0, 1])", ndim=1, kind="a flat sequence")
     return tuple(float(v) for v in arr)
 
 

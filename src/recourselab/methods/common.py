@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recourselab.data.schema import Schema, encode_rows
+from recourselab.data.rows import encode_rows
+from recourselab.data.schema import Schema
 from recourselab.errors import DataError
 from recourselab.methods.base import Counterfactuals
 from recourselab.models.oracle import BlackBox, EnsembleOutput, QueryBudgetExceeded

@@ -45,7 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from recourselab.data.schema import Schema, encode_rows
+from recourselab.data.rows import encode_rows
+from recourselab.data.schema import Schema
 from recourselab.errors import DataError, UnknownKeyError
 from recourselab.methods.base import CounterfactualMethod
 from recourselab.methods.common import SEARCH_BUDGET, resolve_schema

@@ -20,7 +20,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from recourselab.data.schema import Schema, encode_rows
+from recourselab.data.rows import encode_rows
+from recourselab.data.schema import Schema
 from recourselab.errors import DataError, RecourselabError, UnknownKeyError
 
 logger = logging.getLogger(__name__)

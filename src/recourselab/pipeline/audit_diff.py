@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 from recourselab.config import Params, load_params, parse_params
-from recourselab.config_audit import AuditParams
+from recourselab.config.audit import AuditParams
 from recourselab.errors import ArtifactError, ConfigError, RecourselabError
 from recourselab.io import write_bytes
 from recourselab.pipeline.audit import load_run, lock_entries

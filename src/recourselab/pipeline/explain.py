@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from recourselab.config import Params
-from recourselab.data.schema import Schema, python_scalar
+from recourselab.data.feature import python_scalar
+from recourselab.data.schema import Schema
 from recourselab.errors import ConfigError, DataError, MissingArtifactError, RecourselabError, UnknownKeyError
 from recourselab.models import BlackBox, QueryBudgetExceeded, load_ensemble, read_manifest
 from recourselab.models.verdict import verify

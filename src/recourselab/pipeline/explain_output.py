@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from recourselab.data.schema import python_scalar
+from recourselab.data.feature import python_scalar
 from recourselab.errors import ConfigError, RecourselabError
 from recourselab.io import write_bytes
 from recourselab.pipeline.explain import Explanation, RowResult, explain

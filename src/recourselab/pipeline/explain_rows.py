@@ -17,7 +17,8 @@ from typing import Any, TextIO
 import numpy as np
 import pandas as pd
 
-from recourselab.data.schema import Feature, Schema
+from recourselab.data.feature import Feature
+from recourselab.data.schema import Schema
 from recourselab.errors import DataError
 
 #: Cell texts read as a missing value (case-insensitive), unless a categorical has them as a level.

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recourselab.config_audit import AuditParams
+from recourselab.config.audit import AuditParams
 from recourselab.data.schema import Schema
 
 #: Prefixes of the counterfactual tables' columns (see docs/reference/artifacts.md).
