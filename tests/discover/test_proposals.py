@@ -53,7 +53,8 @@ def test_embedding_dim_rule():
 
 
 def _space(toy, **kw):
-    return ProposalSpace(toy.schema, toy.factuals, DiscoverSettings(**kw))
+    """Local moves (restart_prob 0) unless a test asks for restarts."""
+    return ProposalSpace(toy.schema, toy.factuals, DiscoverSettings(**({"restart_prob": 0.0} | kw)))
 
 
 def _propose(toy, space, M=200, seed=0):
@@ -172,7 +173,8 @@ def test_factual_step_range_still_moves_an_integer_count_spanning_one_unit(toy):
     debts = toy.schema.features[toy.schema.feature_names.index("debts")]
     narrow = toy.factuals.copy()
     narrow[:, sl] = (np.arange(len(narrow)) % 2 + 1 - debts.mean) / debts.std  # 1 or 2 debts: a one-unit spread
-    space = ProposalSpace(toy.schema, narrow, DiscoverSettings(step_range="factuals", step=0.2))
+    space = ProposalSpace(toy.schema, narrow, DiscoverSettings(step_range="factuals", step=0.2,
+                                                                     restart_prob=0.0))
     j = space.num_names.index("debts")
     assert space.num_range[j] == pytest.approx(1 / (0.2 * debts.std))  # a full step reaches one unit
     rng = np.random.default_rng(0)

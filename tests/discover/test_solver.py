@@ -58,7 +58,8 @@ def _objective(toy, X, eta, settings: DiscoverSettings, theta=None):
 def test_no_op_guarantee_q_never_increases_under_fixed_eta(toy, strategy):
     # Unreachable budgets: never certified, so the result is the last iterate and can be rechecked.
     # Monte Carlo with few, unguided, large proposals: some iterations offer only worse candidates.
-    weak = {"trials": 2, "guidance": False, "recombine": False, "step": 1.0} if strategy == "monte_carlo" else {}
+    weak = ({"trials": 2, "guidance": False, "recombine": False, "step": 1.0, "restart_prob": 0.0}
+            if strategy == "monte_carlo" else {})
     res = _run(toy, **({"strategy": strategy, "eta_l": 0.6, "eta_r": 0.6, "kappa": 0.0, "max_iter": 10,
                         "patience": 100, "trials": 4, "generations": 2, "U_x": 1e-6, "U_y": 1e-6,
                         "expect_warning": True} | weak))

@@ -123,7 +123,8 @@ class DCE:
     lr : step size per row (see module docstring). Default 0.05.
     max_iter : gradient steps T. Default: ``settings.max_iter`` when settings are given, else 100.
     settings : a :class:`DiscoverSettings` for the shared options (N, delta, alpha, U_x, U_y,
-        eta interval, kappa, actionability, metrics, seed); keyword options override it.
+        eta interval, kappa, actionability, metrics, seed); keyword options override it. Without
+        settings, the eta interval is the paper's [0.2, 1].
     """
 
     def __init__(self, model: Any, *, schema: Schema, lr: float = 0.05, max_iter: int | None = None,
@@ -135,7 +136,7 @@ class DCE:
             raise TypeError(f"schema must be a recourselab Schema (the encoded layout), got {type(schema).__name__}")
         if isinstance(lr, bool | np.bool_) or not isinstance(lr, numbers.Real) or not (math.isfinite(lr) and lr > 0):
             raise DataError(f"lr must be a finite number > 0, got {lr!r}")
-        base = settings.to_dict() if settings is not None else {"max_iter": 100}
+        base = settings.to_dict() if settings is not None else {"max_iter": 100, "eta_r": 1.0}
         if max_iter is not None:
             base |= {"max_iter": max_iter}
         self.settings = DiscoverSettings.from_kwargs(**(base | options))

@@ -84,7 +84,8 @@ class DiscoverSettings:
     U_x_margin : relative input-side budget used when ``U_x`` is None. Default 0.25.
     U_y_margin : absolute output-side budget (squared score units) used when ``U_y`` is None.
         Default 0.15 (at n = 50 this certifies roughly OT(y) <= 0.15-0.2).
-    eta_l, eta_r : initial interval [l, r] of the trade-off eta. Defaults 0.2 and 1.0.
+    eta_l, eta_r : initial interval [l, r] of the trade-off eta. Defaults 0.2 and 0.7 (the paper's r is
+        1.0; with restart moves, 0.7 keeps weight on the input side while the output side fails).
     kappa : interval-narrowing factor. Default 0.05.
     stop : stopping rule, a key of :data:`STOP_RULES`. ``"stalled"`` (default): run to T, or
         stop after ``patience`` consecutive certified iterations whose selected candidate
@@ -137,7 +138,7 @@ class DiscoverSettings:
     restart_prob : probability that an edited row's numerical move restarts from the value of a
         random factual row (one donor row per edited row and candidate) before its cone step, as the
         reference code's continuous moves do: large moves that keep each marginal close to the
-        factuals'. Default 0 (every step starts from the current value).
+        factuals'. Default 1 (0: every step starts from the current value, the paper's moves).
     row_choice : how the editable rows are chosen, a key of :data:`ROW_CHOICES`. ``"top_k"``
         (default): the k rows with the largest q_i. ``"stall"``: the top k, except after an
         iteration whose selected candidate was not accepted, when k rows are drawn with
@@ -196,7 +197,7 @@ class DiscoverSettings:
     U_x_margin: float = setting(0.25, ge=0)
     U_y_margin: float = setting(0.15, ge=0)
     eta_l: float = setting(0.2, ge=0, le=1)
-    eta_r: float = setting(1.0, ge=0, le=1)
+    eta_r: float = setting(0.7, ge=0, le=1)
     kappa: float = setting(0.05, ge=0, lt=1)
     stop: str = setting("stalled", choices=STOP_RULES)
     stop_ot_y: float | None = setting(None, ge=0)
@@ -207,7 +208,7 @@ class DiscoverSettings:
     cone_angle: float = setting(math.pi / 4, gt=0, le=math.pi)
     step: float = setting(0.2, gt=0)
     step_range: str = setting("training", choices=STEP_RANGES)
-    restart_prob: float = setting(0.0, ge=0, le=1)
+    restart_prob: float = setting(1.0, ge=0, le=1)
     row_choice: str = setting("top_k", choices=ROW_CHOICES)
     accept: str = setting("improve", choices=ACCEPT_RULES)
     categorical_step: float = setting(1.2, ge=0)
