@@ -16,7 +16,6 @@ from recourselab.fields import BOUNDS, base_type
 MAX_SEED = 2**32 - 2
 
 
-
 class StrictModel(BaseModel):
     """Base of every params section: frozen, unknown keys rejected, numbers finite."""
 
@@ -105,7 +104,6 @@ def problem(e: Any) -> str:
 #: Strict JSON-mode messages in YAML words.
 _JSON_WORDS = {"Input should be an object": "Input should be a valid dictionary",
                "Input should be a valid array": "Input should be a valid list"}
-
 
 
 class PerDatasetRules(StrictModel):

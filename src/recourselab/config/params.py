@@ -136,7 +136,6 @@ def _format_errors(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-
 def parse_params(raw: dict[str, Any] | None, source: str = "<params>") -> Params:
     """Validate a params mapping into :class:`Params`.
 
