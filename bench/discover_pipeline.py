@@ -48,9 +48,8 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def run_dataset(dataset: str, overrides: dict[str, Any], root: Path) -> dict[str, Any]:
+def run_dataset(dataset: str, overrides: dict[str, Any], params: Any, root: Path) -> dict[str, Any]:
     """Every (model, seed) run of the stage on ``dataset``; returns the per-run rows and the count."""
-    params = load_params(root / "params.yaml")
     section = params.discover
     solver = {**section.solver_for(dataset).model_dump(mode="json"), **overrides}
     rows = []
@@ -86,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("recourselab").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module="recourselab")
     overrides = dict(parse_override(s) for s in args.set)
-    datasets = args.datasets.split(",") if args.datasets else load_params(REPO / "params.yaml").datasets
+    params = load_params(REPO / "params.yaml")
+    datasets = args.datasets.split(",") if args.datasets else params.datasets
     missing = [d for d in datasets if not (REPO / "data" / "ensemble" / d).is_dir()]
     if missing:
         log.error("no tuned ensemble for %s: run `make repro` (or the tune_ensemble stage) first", missing)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"overrides": overrides, "datasets": {}}
     with limit_threads(1):
         for d in datasets:
-            result["datasets"][d] = run_dataset(d, overrides, REPO)
+            result["datasets"][d] = run_dataset(d, overrides, params, REPO)
             log.info("%s: %d / %d certified", d, result["datasets"][d]["certified"], result["datasets"][d]["runs"])
     write_bytes(args.out, json.dumps(result, indent=1).encode())
     for d, r in result["datasets"].items():
