@@ -107,7 +107,8 @@ def test_result_contents_and_constraints(toy):
     assert list(res.counterfactuals_frame.columns) == toy.schema.feature_names
     for col in ("iteration", "Q", "OT_x", "OT_y", "eta", "UCL_x", "UCL_y", "feasible", "rows"):
         assert col in res.log.columns
-    assert all(len(r) in (0, 3) for r in res.log["rows"])
+    search = res.log[res.log["branch"] != "repair"]  # a repair record lists the rows it reverted
+    assert all(len(r) in (0, solver.settings.top_k) for r in search["rows"])
     assert res.queries == bb.queries["discover"] > 0
     assert res.target == TARGET.to_dict()
     imm = toy.schema.immutable_mask()
@@ -327,7 +328,7 @@ def test_unknown_strategy_and_settings_list_the_valid_ones(toy):
 
 
 def test_settings_object_and_overrides(toy):
-    s = DiscoverSettings(trials=3, seed=9, max_iter=2)
+    s = DiscoverSettings(trials=3, seed=9, max_iter=2, top_k=3)
     solver = Discover.from_settings(toy.model, schema=toy.schema, settings=s)
     assert solver.settings == s
     res = solver.solve(toy.factuals, TARGET)  # a plain predict_proba model works too
@@ -349,7 +350,7 @@ class _Recording:
 @pytest.mark.parametrize("strategy", list(STRATEGIES))
 def test_the_model_never_scores_a_known_or_repeated_row_twice_in_a_call(toy, strategy):
     model = _Recording(toy.model)
-    res = Discover(model, schema=toy.schema, strategy=strategy, h=1, trials=30, max_iter=6,
+    res = Discover(model, schema=toy.schema, strategy=strategy, h=1, trials=30, max_iter=6, top_k=3,
                    metric_projections=200).solve(toy.factuals, TARGET)
     first, *later = model.calls
     assert np.array_equal(first, res.factuals) and len(later) >= 6
@@ -423,13 +424,13 @@ def test_log_and_counterfactuals_round_trip_through_parquet(toy, tmp_path):
 
 @pytest.mark.parametrize("eta_rule_on", [False, True])
 def test_row_scores_decompose_q_and_drive_the_editable_set(toy, eta_rule_on):
-    res = _run(toy, max_iter=30) if eta_rule_on else _run(toy, eta_l=0.6, eta_r=0.6, kappa=0.0)
+    res = _run(toy, max_iter=30, top_k=3) if eta_rule_on else _run(toy, eta_l=0.6, eta_r=0.6, kappa=0.0, top_k=3)
     assert (res.log["eta"].nunique() > 1) == eta_rule_on  # with the rule on, scores under each iteration's eta
     q = res.row_scores
     assert q.shape == (len(res.log), len(toy.factuals)) and (q >= 0).all()
     assert np.allclose(q.sum(axis=1), res.log["Q"].to_numpy(), rtol=1e-10, atol=1e-15)  # Prop. 3.1
     for t, rows in enumerate(res.log["rows"]):
-        if len(rows):  # the top-k rows by q_i of that iteration
+        if len(rows) and res.log["branch"].iloc[t] != "repair":  # the top-k rows by q_i of that iteration
             assert sorted(rows) == sorted(np.argsort(-q[t], kind="stable")[:3].tolist())
 
 

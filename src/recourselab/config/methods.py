@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, ClassVar, Literal
 
@@ -141,7 +142,9 @@ DiscoverSolverParams = derived_section(
 #: Actionability of the discover stage: ages only grow (the feature names differ per dataset).
 DEFAULT_DISCOVER_OVERRIDES: dict[str, dict[str, Any]] = {
     "adult": {"actionability": {"age": "increasing"}},
-    "compas": {"actionability": {"age": "increasing"}},
+    # the output side binds on COMPAS (its scores move little under the immutable features): the full
+    # weight on it, eta_r 1, certifies every run (docs/results/discover_pipeline.md)
+    "compas": {"actionability": {"age": "increasing"}, "eta_r": 1.0},
     "german": {"actionability": {"age_in_years": "increasing"}},
 }
 
@@ -184,8 +187,7 @@ class DiscoverParams(PerDatasetRules):
     target: DiscoverTargetParams = Field(default_factory=DiscoverTargetParams)
     solver: DiscoverSolverParams = Field(default_factory=DiscoverSolverParams)
     per_dataset: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {k: {kk: dict(vv) for kk, vv in v.items()}
-                                 for k, v in DEFAULT_DISCOVER_OVERRIDES.items()},
+        default_factory=lambda: copy.deepcopy(DEFAULT_DISCOVER_OVERRIDES),
         description="dataset -> solver settings that replace the common ones (e.g. actionability)")
 
     @field_validator("models")

@@ -46,14 +46,15 @@ class DiscoverSettings:
         set is optimised against for more than one iteration. A calibrated ``U_x`` is then
         recalibrated on each iteration's directions (logged per iteration). Default False (one
         set, as DCE and the released code).
-    top_k : k, rows editable per outer iteration (the top-k rows by row score q_i). Default 3.
+    top_k : k, rows editable per outer iteration (the top-k rows by row score q_i). Default 6
+        (the paper's is 3).
     h : features edited per selected row and candidate (a categorical counts as one feature).
         Default 1 (one feature per row and candidate: the cheapest moves in OT(x)).
     trials : M, candidates proposed per outer iteration (the current X is always added as a
         no-op candidate, so Q under the iteration's eta never increases). Default 200.
-    max_iter : T, outer iterations. Default 100.
+    max_iter : T, outer iterations. Default 200 (the paper's is 100).
 
-    The search-budget defaults (T 100, M 200, as the paper's released configuration; h 1 and
+    The search-budget defaults (M 200 as the paper's released configuration; T 200, k 6, h 1 and
     ``step`` 0.2) are what ``bench/discover.py`` measures (its figures: docs/results.md); the
     paper's *reference* speed configuration is N 10, T 20, M 10, k 3, h 3 (step 0.1, the
     released code's ``continuous_step``).
@@ -152,6 +153,10 @@ class DiscoverSettings:
         Default 2.0.
     embedding_dim : r of the categorical embeddings; ``None``: min(|V|, max(2, ceil(log2|V|) + 1)).
     guidance : use the input-side OT guidance field (False: isotropic proposals, an ablation).
+    repair : when the search ends without a certified iterate, revert edited rows to their
+        factuals, one at a time and without model queries, while that lowers
+        ``max(UCL_x / U_x, UCL_y / U_y)``, until the certificate holds (:mod:`recourselab.discover.repair`).
+        Default True.
     edit_numerical, edit_categorical : which feature types may be edited (ablations).
     actionability : feature name -> ``"increasing"`` (never below its factual value / level
         index), ``"decreasing"`` or ``"fixed"``; schema-immutable features are never edited.
@@ -184,10 +189,10 @@ class DiscoverSettings:
 
     n_projections: int = setting(10, ge=1)
     resample_directions: bool = setting(False)
-    top_k: int = setting(3, ge=1)
+    top_k: int = setting(6, ge=1)
     h: int = setting(1, ge=1)
     trials: int = setting(200, ge=1)
-    max_iter: int = setting(100, ge=0)
+    max_iter: int = setting(200, ge=0)
     strategy: str = setting("monte_carlo")
     recombine: bool = setting(True)
     delta: float = setting(0.01, gt=0, lt=0.5)
@@ -215,6 +220,7 @@ class DiscoverSettings:
     temperature: float = setting(2.0, gt=0)
     embedding_dim: int | None = setting(None, ge=1)
     guidance: bool = setting(True)
+    repair: bool = setting(True)
     edit_numerical: bool = setting(True)
     edit_categorical: bool = setting(True)
     actionability: Mapping[str, str] = setting(factory=dict, choices=ACTIONABILITY)

@@ -24,7 +24,9 @@ one fixed set of N projections.
 The run stops after ``max_iter`` iterations or when the iterate is certified feasible and Q
 has stalled for ``patience`` iterations (``stop="stalled"``), or at the first certified edited
 iterate (``stop="certified"``). It returns the best feasible edited iterate (min Q
-under the final eta) if there is one, else the last iterate with ``feasible=False``.
+under the final eta) if there is one; else, with ``repair``, the edited iterate closest to
+certification with some rows reverted to their factuals when that certifies it (no model query,
+:mod:`recourselab.discover.repair`); else the last iterate with ``feasible=False``.
 
 Objective values are squared Wasserstein-2 quantities; UCLs and thresholds are squared (DKW) or
 unsquared (bootstrap), see ``docs/reference/certificates.md``. With ``embed`` the input side is
@@ -48,6 +50,7 @@ from recourselab.data.schema import Schema
 from recourselab.discover.certify import eta_rule, is_feasible
 from recourselab.discover.metrics import ot_y
 from recourselab.discover.ot import Matching, match, sorted_projections
+from recourselab.discover.repair import revert_rows
 from recourselab.discover.result import (
     DiscoverResult,
     both_verdicts,
@@ -254,6 +257,33 @@ class Discover:
             yc[edited] = self._scores(distinct)[inverse.reshape(-1)]
         return yc
 
+    def _repair(self, X: np.ndarray, y: np.ndarray, run: Any, theta: np.ndarray, ref_x: np.ndarray,
+                obj: _Objective, last: dict[str, Any], ystar: np.ndarray, eta: float,
+                U_x: float) -> tuple[dict[str, Any], np.ndarray] | None:
+        """Revert edited rows of the uncertified iterate (X, y), whose log record is ``last``, in place
+        until it is certified on the directions ``theta`` (:func:`~recourselab.discover.repair.revert_rows`);
+        returns the repaired iterate's record and row scores q_i (n,), or None (X, y untouched) when no
+        sequence of reverts certifies it."""
+        Xf, yf = run.Xf, run.yf
+        P, Pf = run.embedded(X) @ theta.T, run.embedded(Xf) @ theta.T
+        edited = (X != Xf).any(axis=1)
+        rep = revert_rows(P, y, Pf, yf, edited, ref_x, obj.ref_y, run.cert, U_x, run.U_y)
+        if not rep.certified:
+            logger.info("repair: no sequence of reverted rows certifies iterate %d", last["iteration"])
+            return None
+        X[rep.reverted], y[rep.reverted] = Xf[rep.reverted], yf[rep.reverted]
+        P[rep.reverted] = Pf[rep.reverted]
+        m = match(P, ref_x, y, obj.ref_y, obj.w)
+        qx, qy = obj.current(m, np.arange(1), P, y)
+        logger.info("repair: %d edited row(s) reverted to their factuals certify the iterate (UCL_x %.4g < %.4g, "
+                    "UCL_y %.4g < %.4g)", len(rep.reverted), rep.ucl_x, U_x, rep.ucl_y, run.U_y)
+        rec = {**last, "repaired_from": last["iteration"], "Q": (1.0 - eta) * qx + eta * qy,
+                "Q_selected": (1.0 - eta) * qx + eta * qy, "OT_x": qx, "OT_y": qy, "eta": eta, "branch": "repair",
+                "UCL_x": rep.ucl_x, "UCL_y": rep.ucl_y, "U_x": U_x, "feasible": True, "rows": rep.reverted.tolist(),
+                "accepted": False, "edited_rows": int((X != Xf).any(axis=1).sum()), "queries": self._queries,
+                "OT_y_metric": ot_y(y, ystar, delta=self.settings.metric_delta)}
+        return rec, m.row_scores(eta)
+
     # ------------------------------------------------------------------ main entry
     def explain(self, factuals: np.ndarray | pd.DataFrame, target: Target | Mapping[str, Any] | str | None = None, *,
                 budget: int | None = None, progress: bool | None = None) -> Counterfactuals:
@@ -379,17 +409,29 @@ class Discover:
             logger.debug("iter %d Q=%.6g Qx=%.4g Qy=%.4g eta=%.3f UCLx=%.4g UCLy=%.4g feasible=%s "
                          "accepted=%s", t, Q, qx, qy, eta, ucl_x, ucl_y, feasible, accepted)
 
-        log = pd.DataFrame.from_records(records).drop(columns=["improvement"], errors="ignore")
         # pick the returned iterate: best feasible edited one under the final eta, else the last
         scored = [(1.0 - eta) * rec["OT_x"] + eta * rec["OT_y"] for rec in records]
         certified = [i for i, rec in enumerate(records) if rec["feasible"] and rec["edited_rows"] > 0]
         ok = [i for i in certified if s.at_level(records[i]["OT_y_metric"])] or certified
         best = min(ok, key=lambda i: (scored[i], i)) if ok else len(records) - 1
-        for t_edit, rows, old_x, old_y in reversed(history):
-            if t_edit < best:
-                break
-            X[rows], y[rows] = old_x, old_y
         feasible = bool(records[best]["feasible"] and records[best]["edited_rows"] > 0)
+        iterations_run = len(records) - 1
+        repaired = 0
+        if not feasible and s.repair:
+            # the edited iterate closest to certification, max(UCL_x / U_x, UCL_y / U_y), is repaired
+            merit = [max(r["UCL_x"] / r["U_x"], r["UCL_y"] / U_y) if r["edited_rows"] else np.inf for r in records]
+            start = int(np.argmin(merit))
+            Xr, yr = rewound(X, y, history, start)
+            repair = (self._repair(Xr, yr, run, theta, ref_x, obj, records[start], ystar, eta, records[-1]["U_x"])
+                      if merit[start] < np.inf else None)
+            if repair is not None:
+                records.append({**repair[0], "iteration": len(records)})
+                q_rows.append(repair[1])
+                best, feasible, repaired = len(records) - 1, True, len(repair[0]["rows"])
+                certified.append(best)
+                X, y = Xr, yr
+        X, y = rewound(X, y, history, best)
+        log = pd.DataFrame.from_records(records).drop(columns=["improvement"], errors="ignore")
         accepted_at = [rec["iteration"] for rec in records if rec["accepted"]]
         if not feasible:
             warnings.warn(not_certified_message(records, U_y, accepted_at), NotCertifiedWarning, stacklevel=2)
@@ -397,7 +439,8 @@ class Discover:
                                  embed=self.embed, cert=cert)
         metrics.update(both_verdicts(run.embedded(X), EXf, y, ystar, s, run, feasible))
         metrics["feasible"] = feasible
-        metrics["iterations_run"] = len(records) - 1
+        metrics["iterations_run"] = iterations_run
+        metrics["repaired_rows"] = repaired
         metrics["last_accepted_iteration"] = accepted_at[-1] if accepted_at else None
         metrics["first_certified_iteration"] = certified[0] if certified else None
         if s.stop == "ot_y":
@@ -412,6 +455,18 @@ class Discover:
             settings=s.to_dict(), method="discover", row_scores=np.stack(q_rows))
         log_shortfall(result)
         return result
+
+
+def rewound(X: np.ndarray, y: np.ndarray, history: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]],
+            t: int) -> tuple[np.ndarray, np.ndarray]:
+    """Copies of the iterate X (n, d) and its scores y (n,) as they were at iteration ``t``: the edits
+    of ``history`` (iteration, rows, their old values, their old scores) accepted at ``t`` or later undone."""
+    X, y = X.copy(), y.copy()
+    for t_edit, rows, old_x, old_y in reversed(history):
+        if t_edit < t:
+            break
+        X[rows], y[rows] = old_x, old_y
+    return X, y
 
 
 def sampled_rows(scores: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
