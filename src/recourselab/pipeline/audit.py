@@ -256,7 +256,10 @@ def build_audit(root: str | Path, dataset: str, params: Params, figure_dir: str 
         s.absent = f"No DISCOVER outputs (data/discover/{dataset} is absent)."
     else:
         n_ok = int(cert["certified"].sum())
-        s.notes.append(f"{n_ok} of {len(cert)} runs certified (UCL_x <= U_x and UCL_y <= U_y).")
+        n_rep = int((cert["certified"] & (cert["repaired_rows"] > 0)).sum())
+        s.notes.append(f"{n_ok} of {len(cert)} runs certified (UCL_x < U_x and UCL_y < U_y)"
+                       + (f", {n_rep} of them after the repair reverted some edited rows to their factuals "
+                          "(column repaired_rows)." if n_rep else "."))
         s.tables.append(("Certificate, OT(x) and OT(y) per model and seed", cert))
         for model in sorted({m for m, _ in run.discover}):
             frames = [f for (m, _), f in sorted(run.discover.items()) if m == model]
