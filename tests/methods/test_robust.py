@@ -77,6 +77,35 @@ def test_default_repairs_every_row_to_unanimous_with_exact_query_count(moons, mo
     assert shrunk.sum() >= first
 
 
+class DetourFlow(StubFlow):
+    """Moves each row all the way to its 15th nearest training row of the target class: valid, but a detour."""
+
+    def generate(self, X, target):
+        p = self.problem
+        tgt = np.broadcast_to(np.asarray(target), (len(X),))
+        far = np.array([p.X_train[p.y_train == t][np.argsort(np.linalg.norm(p.X_train[p.y_train == t] - x,
+                                                                                axis=1))[15]]
+                        for x, t in zip(X, tgt, strict=True)])
+        return SimpleNamespace(counterfactuals=valid_points(far, X, p.schema))
+
+
+def test_the_shortcut_only_shortens_unanimous_rows_and_counts_its_queries(moons):
+    flow = DetourFlow(moons, 1.0)
+    runs = {}
+    for name in ("no_shortcut", "default"):
+        box = moons.blackbox()
+        method = RobustFlow(flow, box, moons.X_train, moons.y_train, settings=name)
+        runs[name] = (method.explain(moons.factuals, 1), box)
+    (plain, _), (short, box) = runs["no_shortcut"], runs["default"]
+    np.testing.assert_array_equal(short.valid, unanimous(moons, short))
+    assert short.valid.sum() >= plain.valid.sum()
+    cost = {k: np.linalg.norm(r.counterfactuals - moons.factuals, axis=1) for k, (r, _) in runs.items()}
+    assert (cost["default"] <= cost["no_shortcut"] + 1e-12).all()
+    assert short.log["shortcuts"] > 0 and (cost["default"] < cost["no_shortcut"] - 1e-9).sum() == short.log["shortcuts"]
+    assert cost["default"].mean() < 0.95 * cost["no_shortcut"].mean()  # the detour is cut short on average
+    steps = short.log["queries_by_step"]
+    assert short.queries == sum(steps.values()) == box.used("search") and steps["shortcut"] > 0
+    assert plain.log["shortcuts"] == 0 and plain.log["queries_by_step"]["shortcut"] == 0
 
 
 def test_immutables_never_change_and_the_pool_only_uses_equal_immutables(mixed, mixed_flow):

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 #: (``budget`` goes to ``explain``, every other key to the method's constructor).
 DEFAULT_METHODS: dict[str, dict[str, dict[str, Any]]] = {
     "densityflow": {"paper": {}},
-    "densityflow_r": {name: {"settings": name} for name in ("default", "lean", "no_shrink", "anchors_only",
-                                                            "thorough")},
+    "densityflow_r": {name: {"settings": name}
+                      for name in ("default", "no_shortcut", "lean", "no_shrink", "anchors_only", "thorough")},
     "nearest": {"all": {}, "q480_sample": {"budget": 480, "selection": "sample"},
                 "q480": {"budget": 480}, "q1000": {"budget": 1000}, "q2000": {"budget": 2000}},
     "nearest_line": {"all": {}, "q5000": {"budget": 5000}},

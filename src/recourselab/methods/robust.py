@@ -20,6 +20,11 @@ RobustFlow targets agreement:
    keeps the closest point found unanimous; with ``shrink`` > 0 the rows unanimous in step 2 get
    a bisection of ``shrink`` queries on their own segment factual -> x' (DensityFlow's
    counterfactuals overshoot the boundary). Every probe is snapped to a valid point.
+6. With ``shortcut`` > 0, every unanimous row also tries its nearest anchor: each row's nearest
+   target-class training row is labelled (one query per distinct point), and a bisection of
+   ``shortcut`` queries on the segment factual -> nearest anchor replaces the row's point when it
+   ends closer to the factual (the density-guided move can take a longer way round than a straight
+   line to the other class).
 
 Queries counted: the verification, the extension probes, the anchor labels and the bisection probes (the upstream
 distillation queries are the flow's ``queries_used_``, reported in ``log``). Setting ``paper``
@@ -70,6 +75,8 @@ class RobustSettings:
     rounds : rounds of ``pool`` labels; a round labels the next candidates of the rows still without an anchor.
     steps : bisection probes per repaired row on the segment factual -> repaired point (0: that point).
     shrink : bisection probes per row that was unanimous at once, on the segment factual -> x' (0: x' kept).
+    shortcut : bisection probes per unanimous row on the segment factual -> its nearest anchor, kept when
+        closer (0: no shortcut).
     """
 
     repair: bool = True
@@ -78,9 +85,10 @@ class RobustSettings:
     rounds: int = 4
     steps: int = 5
     shrink: int = 4
+    shortcut: int = 8
 
     def __post_init__(self) -> None:
-        for name in ("pool", "rounds", "steps", "shrink"):
+        for name in ("pool", "rounds", "steps", "shrink", "shortcut"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise DataError(f"{NAME}: {name} must be an integer >= 0, got {v!r}")
@@ -92,9 +100,10 @@ class RobustSettings:
 #: Named settings: ``paper`` reproduces DensityFlow's defaults, ``default`` is the robust method; the others
 #: trace its frontier (fewer queries, or anchors only).
 SETTINGS = {"paper": RobustSettings(repair=False), "default": RobustSettings(),
-            "no_shrink": RobustSettings(shrink=0),
-            "anchors_only": RobustSettings(extend=(), shrink=0, steps=6),
-            "lean": RobustSettings(extend=(1.5,), pool=1, rounds=6, steps=3, shrink=2),
+            "no_shrink": RobustSettings(shrink=0, shortcut=0),
+            "no_shortcut": RobustSettings(shortcut=0),
+            "anchors_only": RobustSettings(extend=(), shrink=0, steps=6, shortcut=0),
+            "lean": RobustSettings(extend=(1.5,), pool=1, rounds=6, steps=3, shrink=2, shortcut=2),
             "thorough": RobustSettings(extend=(1.1, 1.25, 1.5, 2.0, 3.0), pool=8, steps=7, shrink=6)}
 
 
@@ -165,11 +174,11 @@ class RobustFlow:
         return np.isclose(A[:, imm], x[imm], rtol=0.0, atol=1e-9).all(axis=1)
 
     def _label_pool(self, X: np.ndarray, tgt: np.ndarray, bad: np.ndarray, search: Search,
-                    start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                    start: int = 0, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Anchor candidates labelled now: for each row of ``bad``, its nearest training rows number ``start`` to
-        ``start + pool`` (target class first, distance over the mutable columns) with the factual's immutable
-        values copied in. Returns the distinct candidate points (k, d) and their member labels (M, k)."""
-        k = self.settings.pool
+        ``start + k`` (default ``pool``; target class first, distance over the mutable columns) with the factual's
+        immutable values copied in. Returns the distinct candidate points (k, d) and their member labels (M, k)."""
+        k = self.settings.pool if k is None else k
         empty = np.empty((0, X.shape[1])), np.empty((self.oracle.n_members, 0), np.int64)
         if k == 0 or not len(bad):
             return empty
@@ -275,12 +284,37 @@ class RobustFlow:
         if self.settings.shrink and len(kept):
             cf[kept] = self._bisect(X[kept], tgt[kept], cf[kept], np.zeros(len(kept)), self.settings.shrink, search)
         spent["bisect"] = search.rows - sum(spent.values())
+        shortcuts = self._shortcut(X, tgt, cf, ok, A, A_cls, search) if self.settings.shortcut else 0
+        spent["shortcut"] = search.rows - sum(spent.values())
         log.info("%s: %d of %d rows unanimous at once, %d by extension, %d by an anchor (%d training rows labelled), "
                  "%d without a unanimous point", NAME, len(kept), len(X), int(by_extension.sum()),
                  int(by_anchor.sum()), labelled, int((~ok).sum()))
         return cf, ok, {"extended": int(by_extension.sum()), "anchored": int(by_anchor.sum()),
                         "repaired": int(len(rows)), "no_anchor": int(len(bad) - by_anchor.sum()),
-                        "pool_labelled": int(labelled), "queries_by_step": spent}
+                        "pool_labelled": int(labelled), "shortcuts": int(shortcuts), "queries_by_step": spent}
+
+    def _shortcut(self, X: np.ndarray, tgt: np.ndarray, cf: np.ndarray, ok: np.ndarray, A: np.ndarray,
+                  A_cls: np.ndarray, search: Search) -> int:
+        """Step 6, in place on ``cf``: each unanimous row bisects towards its nearest anchor and keeps the result
+        when it is closer to the factual. ``A`` (k, d) / ``A_cls`` (k,): the anchors labelled so far; the unanimous
+        rows' own points and each row's nearest target-class training row (labelled now) join them. Returns the
+        number of rows whose point was replaced."""
+        rows = np.flatnonzero(ok)
+        A, A_cls = np.concatenate([A, cf[rows]]), np.concatenate([A_cls, tgt[rows]])
+        pool, labels = self._label_pool(X, tgt, rows, search, k=1)  # each row's nearest target-class training row
+        agreed = (labels == labels[:1]).all(axis=0)
+        A, A_cls = np.concatenate([A, pool[agreed]]), np.concatenate([A_cls, labels[0, agreed]])
+        anchor = self._anchors(X, tgt, rows, A, A_cls)
+        rows = rows[anchor[rows] >= 0]
+        ends = A[anchor[rows]]
+        moved = ~np.isclose(ends, cf[rows], rtol=0.0, atol=1e-12).all(axis=1)  # not the row's own point
+        rows, ends = rows[moved], ends[moved]
+        if not len(rows):
+            return 0
+        short = self._bisect(X[rows], tgt[rows], ends, np.zeros(len(rows)), self.settings.shortcut, search)
+        closer = np.linalg.norm(short - X[rows], axis=1) < np.linalg.norm(cf[rows] - X[rows], axis=1)
+        cf[rows[closer]] = short[closer]
+        return int(closer.sum())
 
 
 __all__ = ["NAME", "SETTINGS", "RobustFlow", "RobustSettings"]
