@@ -17,6 +17,8 @@ import json
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,27 +50,61 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key, value
 
 
-def run_dataset(dataset: str, overrides: dict[str, Any], params: Any, root: Path) -> dict[str, Any]:
-    """Every (model, seed) run of the stage on ``dataset``; returns the per-run rows and the count."""
+@dataclass(frozen=True)
+class StageRun:
+    """One (model, seed) run of the ``discover`` stage: its data, model, factual rows (n, d), their scores (n,),
+    target and solver settings."""
+
+    model: str
+    seed: int
+    prepared: Any
+    box: Any
+    factuals: np.ndarray
+    factual_scores: np.ndarray
+    target: Any
+    settings: DiscoverSettings
+
+
+def stage_runs(dataset: str, params: Any, root: Path, overrides: dict[str, Any] | None = None) -> Iterator[StageRun]:
+    """The stage's runs on ``dataset`` (every model of ``discover.models`` and seed), ``overrides`` on top of its
+    solver settings: the same factual sample, target and settings as the stage."""
     section = params.discover
-    solver = {**section.solver_for(dataset).model_dump(mode="json"), **overrides}
-    rows = []
+    solver = {**section.solver_for(dataset).model_dump(mode="json"), **(overrides or {})}
     for model in section.models:
         for seed in params.seeds:
             prepared = load_prepared(root / "data" / "prepared" / dataset / f"seed={seed}")
             schema = prepared.schema
             X, _ = prepared.arrays(section.split)
-            target = make_target(section.target.kind, seed=seed, **section.target.target_params())
-            settings = DiscoverSettings.from_kwargs(**solver, seed=seed)
             box = load_ensemble(root / "data" / "ensemble" / dataset / f"seed={seed}", [model], schema=schema,
                                 seed=seed)
             scores = box.predict_proba(X, budget="selection")[:, schema.favourable_index]
             idx = sample_factuals(scores, section.n_factuals, seed=seed, pool=section.factuals)
-            m = Discover.from_settings(box, schema=schema, settings=settings).solve(X[idx], target).metrics
-            rows.append({"model": model, "seed": seed, "certified": m["first_certified_iteration"] is not None,
-                         **{k: float(m[k]) for k in ("UCL_x", "U_x", "UCL_y", "U_y", "OT_x", "OT_y")}})
-            log.info("%s %s seed %d: certified %s, UCL_x %.3f / U_x %.3f, UCL_y %.3f / U_y %.3f", dataset, model,
-                     seed, rows[-1]["certified"], m["UCL_x"], m["U_x"], m["UCL_y"], m["U_y"])
+            yield StageRun(model, seed, prepared, box, X[idx], scores[idx],
+                           make_target(section.target.kind, seed=seed, **section.target.target_params()),
+                           DiscoverSettings.from_kwargs(**solver, seed=seed))
+
+
+def pipeline_datasets(names: str | None, params: Any, root: Path) -> list[str] | None:
+    """The datasets named (comma-separated; None: those of ``params``), or None (logged) when one has no
+    tuned ensemble under ``root``."""
+    datasets = names.split(",") if names else params.datasets
+    missing = [d for d in datasets if not (root / "data" / "ensemble" / d).is_dir()]
+    if missing:
+        log.error("no tuned ensemble for %s: run `make repro` (or the tune_ensemble stage) first", missing)
+        return None
+    return datasets
+
+
+def run_dataset(dataset: str, overrides: dict[str, Any], params: Any, root: Path) -> dict[str, Any]:
+    """Every (model, seed) run of the stage on ``dataset``; returns the per-run rows and the count."""
+    rows = []
+    for run in stage_runs(dataset, params, root, overrides):
+        solver = Discover.from_settings(run.box, schema=run.prepared.schema, settings=run.settings)
+        m = solver.solve(run.factuals, run.target).metrics
+        rows.append({"model": run.model, "seed": run.seed, "certified": m["first_certified_iteration"] is not None,
+                     **{k: float(m[k]) for k in ("UCL_x", "U_x", "UCL_y", "U_y", "OT_x", "OT_y")}})
+        log.info("%s %s seed %d: certified %s, UCL_x %.3f / U_x %.3f, UCL_y %.3f / U_y %.3f", dataset, run.model,
+                 run.seed, rows[-1]["certified"], m["UCL_x"], m["U_x"], m["UCL_y"], m["U_y"])
     certified = sum(r["certified"] for r in rows)
     return {"certified": certified, "runs": len(rows), "OT_x": float(np.mean([r["OT_x"] for r in rows])),
             "OT_y": float(np.mean([r["OT_y"] for r in rows])), "rows": rows}
@@ -86,10 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", module="recourselab")
     overrides = dict(parse_override(s) for s in args.set)
     params = load_params(REPO / "params.yaml")
-    datasets = args.datasets.split(",") if args.datasets else params.datasets
-    missing = [d for d in datasets if not (REPO / "data" / "ensemble" / d).is_dir()]
-    if missing:
-        log.error("no tuned ensemble for %s: run `make repro` (or the tune_ensemble stage) first", missing)
+    datasets = pipeline_datasets(args.datasets, params, REPO)
+    if datasets is None:
         return 1
     result = {"overrides": overrides, "datasets": {}}
     with limit_threads(1):

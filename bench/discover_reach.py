@@ -19,19 +19,15 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
+from bench.discover_pipeline import pipeline_datasets, stage_runs  # noqa: E402
 from recourselab.config import load_params  # noqa: E402
-from recourselab.data import load_prepared  # noqa: E402
-from recourselab.discover import make_target  # noqa: E402
 from recourselab.discover.certify import Certificate  # noqa: E402
-from recourselab.discover.sampling import sample_factuals  # noqa: E402
-from recourselab.discover.settings import DiscoverSettings  # noqa: E402
 from recourselab.discover.setup import output_threshold  # noqa: E402
 from recourselab.io import write_bytes  # noqa: E402
-from recourselab.models import load_ensemble  # noqa: E402
 
 log = logging.getLogger("bench.discover_reach")
 OUT = REPO / "bench" / "results" / "discover_reach.json"
@@ -45,29 +41,20 @@ def nearest(values: np.ndarray, pool_sorted: np.ndarray) -> np.ndarray:
 
 
 def run_dataset(dataset: str, params, root: Path) -> list[dict]:
-    section = params.discover
     rows = []
-    for model in section.models:
-        for seed in params.seeds:
-            prepared = load_prepared(root / "data" / "prepared" / dataset / f"seed={seed}")
-            schema = prepared.schema
-            X_train, _ = prepared.arrays("train")
-            box = load_ensemble(root / "data" / "ensemble" / dataset / f"seed={seed}", [model], schema=schema,
-                                seed=seed)
-            train_scores = np.sort(box.predict_proba(X_train, budget="selection")[:, schema.favourable_index])
-            X, _ = prepared.arrays(section.split)
-            scores = box.predict_proba(X, budget="selection")[:, schema.favourable_index]
-            yf = scores[sample_factuals(scores, section.n_factuals, seed=seed, pool=section.factuals)]
-            n = len(yf)
-            ystar = np.sort(make_target(section.target.kind, seed=seed, **section.target.target_params()).values(n))
-            s = DiscoverSettings.from_kwargs(**section.solver_for(dataset).model_dump(mode="json"), seed=seed)
-            cert = Certificate(s.certificate, n, s.delta, s.alpha, s.bootstrap_resamples, seed)
-            best = cert.output_bound(np.sort(nearest(ystar, train_scores)), ystar)
-            U_y = output_threshold(np.sort(yf), ystar, s, cert)
-            rows.append({"model": model, "seed": seed, "best_UCL_y": float(best), "U_y": float(U_y),
-                         "reachable": bool(best < U_y), "max_train_score": float(train_scores[-1])})
-            log.info("%s %s seed %d: best reachable UCL_y %.3f, U_y %.3f, max training score %.3f", dataset, model,
-                     seed, best, U_y, train_scores[-1])
+    for run in stage_runs(dataset, params, root):
+        schema, s = run.prepared.schema, run.settings
+        X_train, _ = run.prepared.arrays("train")
+        train_scores = np.sort(run.box.predict_proba(X_train, budget="selection")[:, schema.favourable_index])
+        n = len(run.factual_scores)
+        ystar = np.sort(run.target.values(n))
+        cert = Certificate(s.certificate, n, s.delta, s.alpha, s.bootstrap_resamples, run.seed)
+        best = cert.output_bound(np.sort(nearest(ystar, train_scores)), ystar)
+        U_y = output_threshold(np.sort(run.factual_scores), ystar, s, cert)
+        rows.append({"model": run.model, "seed": run.seed, "best_UCL_y": float(best), "U_y": float(U_y),
+                     "reachable": bool(best < U_y), "max_train_score": float(train_scores[-1])})
+        log.info("%s %s seed %d: best reachable UCL_y %.3f, U_y %.3f, max training score %.3f", dataset, run.model,
+                 run.seed, best, U_y, train_scores[-1])
     return rows
 
 
@@ -79,10 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("recourselab").setLevel(logging.ERROR)
     params = load_params(REPO / "params.yaml")
-    datasets = args.datasets.split(",") if args.datasets else params.datasets
-    missing = [d for d in datasets if not (REPO / "data" / "ensemble" / d).is_dir()]
-    if missing:
-        log.error("no tuned ensemble for %s: run `make repro` (or the tune_ensemble stage) first", missing)
+    datasets = pipeline_datasets(args.datasets, params, REPO)
+    if datasets is None:
         return 1
     result = {d: run_dataset(d, params, REPO) for d in datasets}
     write_bytes(args.out, json.dumps(result, indent=1).encode())
