@@ -136,3 +136,21 @@ def test_bad_settings_are_named(moons, moons_flow):
     assert not SETTINGS["paper"].repair and SETTINGS["default"].repair  # the paper's defaults stay a named setting
     with pytest.raises(DataError, match="extend must be increasing factors > 1"):
         RobustSettings(extend=(2.0, 1.5))
+
+
+def test_more_rounds_only_reach_rows_that_fewer_rounds_left_without_an_anchor(moons, moons_flow, mixed, mixed_flow):
+    def run(problem, flow, **kw):
+        box = problem.blackbox()
+        cf = RobustFlow(flow, box, problem.X_train, problem.y_train, settings=RobustSettings(**kw)).explain(
+            problem.factuals, 1)
+        assert cf.queries == box.used("search")
+        return cf
+
+    few, many = run(moons, moons_flow, rounds=4), run(moons, moons_flow, rounds=40)
+    assert few.log["no_anchor"] == 0  # every row anchored early: the extra rounds are never run
+    np.testing.assert_array_equal(few.counterfactuals, many.counterfactuals)
+    assert few.queries == many.queries
+    few, many = run(mixed, mixed_flow, pool=1, rounds=1), run(mixed, mixed_flow, pool=1, rounds=12)
+    assert few.log["no_anchor"] > many.log["no_anchor"] and many.valid.sum() > few.valid.sum()
+    assert many.log["pool_labelled"] > few.log["pool_labelled"]
+    np.testing.assert_array_equal(many.valid, unanimous(mixed, many))

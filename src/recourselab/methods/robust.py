@@ -72,7 +72,8 @@ class RobustSettings:
     extend : factors t > 1 tried in order on a non-unanimous row's move, x + t (x' - x).
     pool : training rows per repaired row and round that the ensemble labels as anchor candidates (0: only
         the unanimous counterfactuals of other rows are anchors).
-    rounds : rounds of ``pool`` labels; a round labels the next candidates of the rows still without an anchor.
+    rounds : rounds of ``pool`` labels; a round labels the next candidates of the rows still without an anchor
+        (rows anchored in an earlier round cost nothing more).
     steps : bisection probes per repaired row on the segment factual -> repaired point (0: that point).
     shrink : bisection probes per row that was unanimous at once, on the segment factual -> x' (0: x' kept).
     shortcut : bisection probes per unanimous row on the segment factual -> its nearest anchor, kept when
@@ -82,7 +83,7 @@ class RobustSettings:
     repair: bool = True
     extend: tuple[float, ...] = (1.25, 1.5, 2.0)
     pool: int = 3
-    rounds: int = 4
+    rounds: int = 8
     steps: int = 5
     shrink: int = 4
     shortcut: int = 8
