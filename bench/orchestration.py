@@ -5,10 +5,13 @@ Measures, on moons with one local Prefect server for every run (as `recourselab 
 - Prefect's overhead per task (``run_tasks`` of trivial tasks against calling them directly);
 - resume after a kill: a 4-seed ``train_flow`` run SIGKILLed once its first seed's result is stored,
   then rerun (finished seeds are cache hits) against a fresh run;
-- disk use of the staging store and the published outputs (bytes, and unique bytes by inode).
+- disk use of the staging store and the published outputs (bytes, and unique bytes by inode);
+- the machine's parallel capacity: a fixed single-threaded workload (torch MLP steps, and a pure
+  Python loop) in 1 process, then in 2 processes at once; throughput of 2 over 1 bounds any
+  2-worker speedup.
 
 Writes bench/results/orchestration.json and prints the ratios.
-Run: ``PYTHONPATH=. python bench/orchestration.py [--epochs N]``.
+Run: ``PYTHONPATH=. python bench/orchestration.py [--epochs N] [--capacity-only]``.
 """
 
 from __future__ import annotations
@@ -52,6 +55,38 @@ def train(tmp: Path, workers: int, epochs: int) -> tuple[float, list[bool]]:
     results = df.run(df.training_flow, params, dataset="moons", prepared_root=tmp / "prepared",
                      ensemble_root=tmp / "ensemble", out_root=tmp / "densityflow", cache_root=tmp / "cache")
     return time.perf_counter() - start, [r.cached for r in results]
+
+
+#: Single-threaded workloads of :func:`capacity`: small-MLP training steps (what a flow fit does) and a Python loop.
+WORKLOADS = {
+    "torch_mlp": "import torch\ntorch.set_num_threads(1)\ntorch.manual_seed(0)\n"
+                 "net = torch.nn.Sequential(torch.nn.Linear(8, 128), torch.nn.Tanh(), torch.nn.Linear(128, 128), "
+                 "torch.nn.Tanh(), torch.nn.Linear(128, 8))\nopt = torch.optim.Adam(net.parameters())\n"
+                 "x = torch.randn(256, 8)\nfor _ in range(3000):\n    opt.zero_grad()\n"
+                 "    net(x).pow(2).mean().backward()\n    opt.step()\n",
+    "python_loop": "s = 0\nfor i in range(30_000_000):\n    s += i * i % 7\n",
+}
+
+
+def _workload(name: str, n: int) -> float:
+    """Seconds of ``n`` processes running workload ``name`` at once."""
+    start = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", WORKLOADS[name]]) for _ in range(n)]
+    if any(p.wait() for p in procs):
+        raise RuntimeError(f"capacity workload {name} failed")
+    return time.perf_counter() - start
+
+
+def capacity() -> dict[str, dict[str, float]]:
+    """Seconds of each of :data:`WORKLOADS` in one process alone and in two processes started together, and the
+    throughput ratio ``2 * alone / together`` (2.0: two full cores; 1.0: no gain from a second worker)."""
+    out = {}
+    for name in WORKLOADS:
+        alone, together = _workload(name, 1), _workload(name, 2)
+        out[name] = {"one_process_s": alone, "two_processes_s": together, "throughput_2_over_1": 2 * alone / together}
+        log.info("capacity %s: %.1f s alone, %.1f s two at once: %.2fx throughput", name, alone, together,
+                 out[name]["throughput_2_over_1"])
+    return out
 
 
 def _trivial(*, seed: int, staging_root: str) -> dict:
@@ -124,6 +159,8 @@ def disk(*roots: Path) -> dict[str, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--epochs", type=int, default=20, help="train_flow epochs per seed")
+    ap.add_argument("--capacity-only", action="store_true", help="measure only the machine's parallel capacity; "
+                    "update that entry of the JSON file")
     ap.add_argument("--train-only", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--resume-only", action="store_true", help="measure only a fresh 1-worker run and the resume; "
                     "update those entries of the JSON file")
@@ -131,6 +168,15 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.train_only is not None:  # the run that resume() kills
         train(args.train_only, 1, args.epochs)
+        return
+    if args.capacity_only:
+        load = os.getloadavg()[0]
+        result = {**(json.loads(OUT.read_text()) if OUT.is_file() else {}),
+                  "capacity": {**capacity(), "load_average_1min_at_start": load}}
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text(json.dumps(result, indent=2) + "\n")
+        print("; ".join(f"{k}: {v['throughput_2_over_1']:.2f}x" for k, v in result["capacity"].items()
+                        if isinstance(v, dict)))
         return
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -153,6 +199,7 @@ def main() -> None:
             print(f"resume {result['resume']['resume_s']:.1f} s ({result['resume']['cache_hits_on_resume']} cache "
                   f"hits) vs {seconds:.1f} s fresh")
             return
+        result["capacity"] = capacity()
         result["overhead"] = overhead(tmp / "overhead")
         log.info("Prefect overhead per task: %.3f s", result["overhead"]["overhead_s_per_task"])
         for workers in (1, 2):
