@@ -11,7 +11,7 @@ Measures, on moons with one local Prefect server for every run (as `recourselab 
   2-worker speedup.
 
 Writes bench/results/orchestration.json and prints the ratios.
-Run: ``PYTHONPATH=. python bench/orchestration.py [--epochs N] [--capacity-only]``.
+Run: ``PYTHONPATH=. python bench/orchestration.py [--epochs N] [--capacity-only | --speedup-only | --resume-only]``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ def make_params(workers: int, epochs: int, runner: str = "process") -> Any:
 
 
 def train(tmp: Path, workers: int, epochs: int) -> tuple[float, list[bool]]:
-    """Seconds of a 4-seed train_flow in ``tmp`` (prepared first, untimed) and each seed's cache hit."""
+    """Seconds of a 4-seed train_flow in ``tmp`` (prepared first, untimed) and each seed's cache hit.
+
+    Each seed's own timings (``train_flow.json``: fit and whole task, inside the worker) are logged and
+    kept in :data:`TASK_TIMES` under ``workers``."""
     import flows.densityflow as df
     from flows.prepare import run_prepare
 
@@ -54,10 +57,21 @@ def train(tmp: Path, workers: int, epochs: int) -> tuple[float, list[bool]]:
     start = time.perf_counter()
     results = df.run(df.training_flow, params, dataset="moons", prepared_root=tmp / "prepared",
                      ensemble_root=tmp / "ensemble", out_root=tmp / "densityflow", cache_root=tmp / "cache")
-    return time.perf_counter() - start, [r.cached for r in results]
+    seconds = time.perf_counter() - start
+    TASK_TIMES[workers] = [json.loads((Path(r.out_dir) / "train_flow.json").read_text()) for r in results
+                           if (Path(r.out_dir) / "train_flow.json").is_file()]
+    log.info("%d worker(s): %.1f s wall; per seed, fit %s s, whole task %s s", workers, seconds,
+             [round(t["fit_time_s"], 1) for t in TASK_TIMES[workers]],
+             [round(t["train_flow_time_s"], 1) for t in TASK_TIMES[workers]])
+    return seconds, [r.cached for r in results]
 
 
-#: Single-threaded workloads of :func:`capacity`: small-MLP training steps (what a flow fit does) and a Python loop.
+#: workers -> each seed's ``train_flow.json`` timings of the last :func:`train` with that many workers.
+TASK_TIMES: dict[int, list[dict]] = {}
+
+
+#: Single-threaded workloads of :func:`capacity`: small-MLP training steps, a Python loop, and a DensityFlow fit
+#: (moons-sized, no Prefect): what a ``train_flow`` task computes, without the orchestration around it.
 WORKLOADS = {
     "torch_mlp": "import torch\ntorch.set_num_threads(1)\ntorch.manual_seed(0)\n"
                  "net = torch.nn.Sequential(torch.nn.Linear(8, 128), torch.nn.Tanh(), torch.nn.Linear(128, 128), "
@@ -65,6 +79,10 @@ WORKLOADS = {
                  "x = torch.randn(256, 8)\nfor _ in range(3000):\n    opt.zero_grad()\n"
                  "    net(x).pow(2).mean().backward()\n    opt.step()\n",
     "python_loop": "s = 0\nfor i in range(30_000_000):\n    s += i * i % 7\n",
+    "densityflow_fit": "import torch\ntorch.set_num_threads(1)\nfrom sklearn.datasets import make_moons\n"
+                       "from recourselab.densityflow import DensityFlow\n"
+                       "X, y = make_moons(1800, noise=0.1, random_state=0)\n"
+                       "DensityFlow(epochs=8, seed=0).fit(X, y, progress=False)\n",
 }
 
 
@@ -158,10 +176,13 @@ def disk(*roots: Path) -> dict[str, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--epochs", type=int, default=20, help="train_flow epochs per seed")
+    ap.add_argument("--epochs", type=int, default=60,
+                    help="train_flow epochs per seed (60: the default profile's)")
     ap.add_argument("--capacity-only", action="store_true", help="measure only the machine's parallel capacity; "
                     "update that entry of the JSON file")
     ap.add_argument("--train-only", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--speedup-only", action="store_true", help="measure only the 1- and 2-worker runs; update "
+                    "that entry of the JSON file")
     ap.add_argument("--resume-only", action="store_true", help="measure only a fresh 1-worker run and the resume; "
                     "update those entries of the JSON file")
     args = ap.parse_args()
@@ -189,6 +210,17 @@ def main() -> None:
             temporary_settings(updates={PREFECT_API_URL: url}):
         os.environ["PREFECT_API_URL"] = url  # worker processes share the server
         tmp = Path(tmp_name)
+        if args.speedup_only:
+            result = json.loads(OUT.read_text()) if OUT.is_file() else {}
+            load = os.getloadavg()[0]
+            runs = {w: train(tmp / f"workers{w}", w, args.epochs)[0] for w in (1, 2)}
+            result["speedup"] = {"epochs": args.epochs, "one_worker_s": runs[1], "two_workers_s": runs[2],
+                                 "speedup_2_over_1": runs[1] / runs[2], "load_average_1min_at_start": load,
+                                 "task_times": {str(w): t for w, t in TASK_TIMES.items()}}
+            OUT.parent.mkdir(parents=True, exist_ok=True)
+            OUT.write_text(json.dumps(result, indent=2) + "\n")
+            print(f"2 workers over 1 ({args.epochs} epochs): {runs[1] / runs[2]:.2f}x")
+            return
         if args.resume_only:
             seconds, _ = train(tmp / "fresh", 1, args.epochs)
             result = {**(json.loads(OUT.read_text()) if OUT.is_file() else {}),
@@ -208,6 +240,7 @@ def main() -> None:
             result[f"train_flow_{workers}_workers_s"] = seconds
             log.info("train_flow, 4 seeds, %d worker(s): %.1f s", workers, seconds)
         result["speedup_2_over_1"] = result["train_flow_1_workers_s"] / result["train_flow_2_workers_s"]
+        result["task_times"] = {str(w): t for w, t in TASK_TIMES.items()}
         result["resume"] = {**resume(tmp / "resume", args.epochs, dict(os.environ)),
                             "fresh_1_worker_s": result["train_flow_1_workers_s"]}
         log.info("resume after a kill: %.1f s (%d cache hits) vs %.1f s fresh", result["resume"]["resume_s"],
