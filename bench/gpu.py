@@ -14,8 +14,9 @@ cut short keeps what it measured):
 - the full default fit (seed 0) of each dataset on the GPU, then generation for the first
   ``generate.max_queries`` test rows (target: the other class) on the GPU, while ``--budget-s`` lasts.
 
+``--tabnet DATASET`` instead times TabNet epochs (the ensemble member's fixed settings) on the CPU and the GPU.
 Writes ``$OUT/gpu.json`` where ``OUT`` is set, else bench/results/gpu.json, and logs the ratios.
-Run: ``PYTHONPATH=src:. python bench/gpu.py [--budget-s S] [--datasets a,b]``.
+Run: ``PYTHONPATH=src:. python bench/gpu.py [--budget-s S] [--datasets a,b] [--tabnet DATASET]``.
 """
 
 from __future__ import annotations
@@ -89,6 +90,34 @@ def placement(name: str, params, seeds: list[int], **overrides) -> dict:  # noqa
             "spans": sorted(spans, key=lambda s: s["start"])}
 
 
+def tabnet_epoch_seconds(name: str, params, device: str, epochs: int) -> dict:  # noqa: ANN001
+    """Seconds per epoch of TabNet (the ``tune_ensemble`` member's fixed settings) on ``name``'s training rows.
+
+    Early stopping is off (``patience`` 0), so every run trains ``epochs`` epochs.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from pytorch_tabnet.tab_model import TabNetClassifier
+
+    prepared = load_prepared(f"data/prepared/{name}/seed=0")
+    X, y = prepared.arrays("train")
+    Xv, yv = prepared.arrays("val")
+    fixed = dict(params.models.tabnet.fixed)
+    est = TabNetClassifier(seed=0, verbose=0, mask_type=fixed.get("mask_type", "sparsemax"),
+                           optimizer_fn=torch.optim.Adam, optimizer_params={"lr": fixed.get("lr", 0.02)},
+                           device_name=device)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X.astype(np.float32), y, eval_set=[(Xv.astype(np.float32), yv)], eval_metric=["logloss"],
+                max_epochs=epochs, patience=0, batch_size=1024, virtual_batch_size=128, compute_importance=False)
+    seconds = time.perf_counter() - start
+    return {"rows": int(len(y)), "epochs": epochs, "s_per_epoch": seconds / epochs,
+            "val_accuracy": float((est.predict(Xv.astype(np.float32)) == yv).mean())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting full GPU fits after this many seconds")
@@ -97,6 +126,9 @@ def main() -> None:
     ap.add_argument("--probe-epochs", type=int, default=2, help="epochs of the short fits that time a step")
     ap.add_argument("--epochs", type=int, default=None, help="override train_flow epochs of the placement and full "
                     "fits (a smoke run; min_steps is then 0)")
+    ap.add_argument("--tabnet", default=None, metavar="DATASET",
+                    help="instead: seconds per TabNet epoch on DATASET, 1 CPU thread, all threads and the GPU")
+    ap.add_argument("--tabnet-epochs", type=int, default=10)
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     start = time.perf_counter()
@@ -112,6 +144,18 @@ def main() -> None:
         result["elapsed_s"] = time.perf_counter() - start
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(json.dumps(result, indent=2) + "\n")
+
+    if args.tabnet:
+        result["tabnet"] = {"dataset": args.tabnet}
+        for label, device, threads in (("cpu_1_thread", "cpu", 1), ("cpu_all_threads", "cpu", os.cpu_count()),
+                                       ("gpu", gpu, 1)):
+            with limit_threads(threads):
+                tabnet_epoch_seconds(args.tabnet, params, device, 1)  # warm-up: imports, CUDA context
+                result["tabnet"][label] = tabnet_epoch_seconds(args.tabnet, params, device, args.tabnet_epochs)
+            log.info("TabNet on %s, %s: %.2f s per epoch", args.tabnet, label,
+                     result["tabnet"][label]["s_per_epoch"])
+            save()
+        return
 
     result["placement"] = placement(args.placement_dataset, params, params.seeds, **short)
     log.info("placement: %d seeds in %.1f s, at most %d task(s) on one device at once",
