@@ -45,9 +45,15 @@ OUT = Path(os.environ["OUT"]) / "gpu.json" if os.environ.get("OUT") else Path(__
 DATASETS = ("german", "moons", "circles", "compas", "adult", "chessboard", "spirals")
 
 
-def _fit(name: str, seed: int, params, device: str, **overrides) -> tuple[DensityFlow, dict]:  # noqa: ANN001
-    """Fit DensityFlow (default train_flow settings of ``name``, ``overrides`` on top) on ``device``."""
-    prepared = load_prepared(f"data/prepared/{name}/seed={seed}")
+def _targets(gpu: str) -> tuple[tuple[str, str, int], ...]:
+    """(label, device, CPU threads) of each compared target: one CPU thread, every CPU thread, ``gpu``."""
+    return ("cpu_1_thread", "cpu", 1), ("cpu_all_threads", "cpu", os.cpu_count()), ("gpu", gpu, 1)
+
+
+def _fit(prepared, name: str, seed: int, params, device: str,  # noqa: ANN001
+         **overrides) -> tuple[DensityFlow, dict]:
+    """Fit DensityFlow on ``prepared`` (seed ``seed`` of ``name``; its default train_flow settings,
+    ``overrides`` on top) on ``device``."""
     X, y = prepared.arrays("train")
     section = params.train_flow.for_dataset(name).model_dump(mode="json") | overrides
     flow = DensityFlow(schema=prepared.schema, **settings_of("train_flow", section), seed=seed, device=device)
@@ -72,7 +78,8 @@ def placement(name: str, params, seeds: list[int], **overrides) -> dict:  # noqa
         wanted = pick_device(seed)
         with limit_threads(1), device_slot(wanted, lock_dir, isolate=False) as slot:
             start = time.monotonic()
-            _, info = _fit(name, seed, params, slot.torch_device, **overrides)
+            prepared = load_prepared(f"data/prepared/{name}/seed={seed}")
+            _, info = _fit(prepared, name, seed, params, slot.torch_device, **overrides)
             spans.append({"seed": seed, "device": slot.name, "start": start, "end": time.monotonic(), **info})
 
     t0 = time.monotonic()
@@ -147,8 +154,7 @@ def main() -> None:
 
     if args.tabnet:
         result["tabnet"] = {"dataset": args.tabnet}
-        for label, device, threads in (("cpu_1_thread", "cpu", 1), ("cpu_all_threads", "cpu", os.cpu_count()),
-                                       ("gpu", gpu, 1)):
+        for label, device, threads in _targets(gpu):
             with limit_threads(threads):
                 tabnet_epoch_seconds(args.tabnet, params, device, 1)  # warm-up: imports, CUDA context
                 result["tabnet"][label] = tabnet_epoch_seconds(args.tabnet, params, device, args.tabnet_epochs)
@@ -163,12 +169,12 @@ def main() -> None:
              result["placement"]["max_tasks_on_one_device_at_once"])
     save()
     names = [n for n in args.datasets.split(",") if n]
+    prepared = {name: load_prepared(f"data/prepared/{name}/seed=0") for name in names}
     for name in names:
         probe = {}
-        for label, device, threads in (("cpu_1_thread", "cpu", 1), ("cpu_all_threads", "cpu", os.cpu_count()),
-                                       ("gpu", gpu, 1)):
+        for label, device, threads in _targets(gpu):
             with limit_threads(threads):
-                probe[label] = _fit(name, 0, params, device, epochs=args.probe_epochs, min_steps=0,
+                probe[label] = _fit(prepared[name], name, 0, params, device, epochs=args.probe_epochs, min_steps=0,
                                     warmup_epochs=0)[1]
         probe["cpu_1_thread_over_gpu"] = probe["cpu_1_thread"]["s_per_step"] / probe["gpu"]["s_per_step"]
         probe["cpu_all_threads_over_gpu"] = probe["cpu_all_threads"]["s_per_step"] / probe["gpu"]["s_per_step"]
@@ -181,13 +187,12 @@ def main() -> None:
         if time.perf_counter() - start > args.budget_s:
             log.info("budget spent: no full fit of %s", name)
             continue
-        flow, info = _fit(name, 0, params, gpu, **short)
-        prepared = load_prepared(f"data/prepared/{name}/seed=0")
-        Xte, yte = prepared.arrays("test")
+        flow, info = _fit(prepared[name], name, 0, params, gpu, **short)
+        Xte, yte = prepared[name].arrays("test")
         rows = np.arange(min(len(yte), params.generate.max_queries))
         flow.with_settings(n_starts=params.generate.n_starts, jitter=params.generate.jitter)
         t0 = time.perf_counter()
-        res = flow.generate(Xte[rows], target=(yte[rows] + 1) % prepared.schema.n_classes)
+        res = flow.generate(Xte[rows], target=(yte[rows] + 1) % prepared[name].schema.n_classes)
         info |= {"generate_s": time.perf_counter() - t0, "generate_rows": int(len(rows)),
                  "cost_l2": float(res.cost_l2.mean()), "device": gpu}
         result["full"][name] = info

@@ -6,9 +6,9 @@ Measures, on moons with one local Prefect server for every run (as `recourselab 
 - resume after a kill: a 4-seed ``train_flow`` run SIGKILLed once its first seed's result is stored,
   then rerun (finished seeds are cache hits) against a fresh run;
 - disk use of the staging store and the published outputs (bytes, and unique bytes by inode);
-- the machine's parallel capacity: a fixed single-threaded workload (torch MLP steps, and a pure
-  Python loop) in 1 process, then in 2 processes at once; throughput of 2 over 1 bounds any
-  2-worker speedup.
+- the machine's parallel capacity: fixed single-threaded workloads (torch MLP steps, a pure Python
+  loop, a bare DensityFlow fit) in 1 process, then in 2 processes at once; throughput of 2 over 1
+  bounds any 2-worker speedup.
 
 Writes bench/results/orchestration.json and prints the ratios.
 Run: ``PYTHONPATH=. python bench/orchestration.py [--epochs N] [--capacity-only | --speedup-only | --resume-only]``.
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 log = logging.getLogger("bench.orchestration")
 OUT = Path(__file__).parent / "results" / "orchestration.json"
@@ -43,11 +43,17 @@ def make_params(workers: int, epochs: int, runner: str = "process") -> Any:
     return parse_params(raw)
 
 
-def train(tmp: Path, workers: int, epochs: int) -> tuple[float, list[bool]]:
-    """Seconds of a 4-seed train_flow in ``tmp`` (prepared first, untimed) and each seed's cache hit.
+class TrainRun(NamedTuple):
+    """One timed 4-seed train_flow: wall seconds, each seed's cache hit, and each seed's own timings
+    (its ``train_flow.json``: fit and whole task, inside the worker; none for a cache hit)."""
 
-    Each seed's own timings (``train_flow.json``: fit and whole task, inside the worker) are logged and
-    kept in :data:`TASK_TIMES` under ``workers``."""
+    seconds: float
+    cached: list[bool]
+    task_times: list[dict]
+
+
+def train(tmp: Path, workers: int, epochs: int) -> TrainRun:
+    """A 4-seed train_flow in ``tmp`` (prepared first, untimed)."""
     import flows.densityflow as df
     from flows.prepare import run_prepare
 
@@ -58,16 +64,18 @@ def train(tmp: Path, workers: int, epochs: int) -> tuple[float, list[bool]]:
     results = df.run(df.training_flow, params, dataset="moons", prepared_root=tmp / "prepared",
                      ensemble_root=tmp / "ensemble", out_root=tmp / "densityflow", cache_root=tmp / "cache")
     seconds = time.perf_counter() - start
-    TASK_TIMES[workers] = [json.loads((Path(r.out_dir) / "train_flow.json").read_text()) for r in results
-                           if (Path(r.out_dir) / "train_flow.json").is_file()]
+    times = [json.loads((Path(r.out_dir) / "train_flow.json").read_text()) for r in results if not r.cached]
     log.info("%d worker(s): %.1f s wall; per seed, fit %s s, whole task %s s", workers, seconds,
-             [round(t["fit_time_s"], 1) for t in TASK_TIMES[workers]],
-             [round(t["train_flow_time_s"], 1) for t in TASK_TIMES[workers]])
-    return seconds, [r.cached for r in results]
+             [round(t["fit_time_s"], 1) for t in times], [round(t["train_flow_time_s"], 1) for t in times])
+    return TrainRun(seconds, [r.cached for r in results], times)
 
 
-#: workers -> each seed's ``train_flow.json`` timings of the last :func:`train` with that many workers.
-TASK_TIMES: dict[int, list[dict]] = {}
+def save(entries: dict[str, Any], *, merge: bool = True) -> dict[str, Any]:
+    """Write ``entries`` to :data:`OUT`, on top of what it holds (``merge``) or alone; return the whole."""
+    result = {**(json.loads(OUT.read_text()) if merge and OUT.is_file() else {}), **entries}
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    return result
 
 
 #: Single-threaded workloads of :func:`capacity`: small-MLP training steps, a Python loop, and a DensityFlow fit
@@ -158,8 +166,8 @@ def resume(tmp: Path, epochs: int, env: dict[str, str]) -> dict[str, Any]:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     killed_after = time.perf_counter() - start
-    seconds, cached = train(tmp, 1, epochs)
-    return {"killed_after_s": killed_after, "resume_s": seconds, "cache_hits_on_resume": sum(cached)}
+    run = train(tmp, 1, epochs)
+    return {"killed_after_s": killed_after, "resume_s": run.seconds, "cache_hits_on_resume": sum(run.cached)}
 
 
 def disk(*roots: Path) -> dict[str, int]:
@@ -192,12 +200,8 @@ def main() -> None:
         return
     if args.capacity_only:
         load = os.getloadavg()[0]
-        result = {**(json.loads(OUT.read_text()) if OUT.is_file() else {}),
-                  "capacity": {**capacity(), "load_average_1min_at_start": load}}
-        OUT.parent.mkdir(parents=True, exist_ok=True)
-        OUT.write_text(json.dumps(result, indent=2) + "\n")
-        print("; ".join(f"{k}: {v['throughput_2_over_1']:.2f}x" for k, v in result["capacity"].items()
-                        if isinstance(v, dict)))
+        result = save({"capacity": capacity(), "capacity_load_average_1min_at_start": load})
+        print("; ".join(f"{k}: {v['throughput_2_over_1']:.2f}x" for k, v in result["capacity"].items()))
         return
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -211,36 +215,34 @@ def main() -> None:
         os.environ["PREFECT_API_URL"] = url  # worker processes share the server
         tmp = Path(tmp_name)
         if args.speedup_only:
-            result = json.loads(OUT.read_text()) if OUT.is_file() else {}
             load = os.getloadavg()[0]
-            runs = {w: train(tmp / f"workers{w}", w, args.epochs)[0] for w in (1, 2)}
-            result["speedup"] = {"epochs": args.epochs, "one_worker_s": runs[1], "two_workers_s": runs[2],
-                                 "speedup_2_over_1": runs[1] / runs[2], "load_average_1min_at_start": load,
-                                 "task_times": {str(w): t for w, t in TASK_TIMES.items()}}
-            OUT.parent.mkdir(parents=True, exist_ok=True)
-            OUT.write_text(json.dumps(result, indent=2) + "\n")
-            print(f"2 workers over 1 ({args.epochs} epochs): {runs[1] / runs[2]:.2f}x")
+            runs = {w: train(tmp / f"workers{w}", w, args.epochs) for w in (1, 2)}
+            speedup = runs[1].seconds / runs[2].seconds
+            save({"speedup": {"epochs": args.epochs, "one_worker_s": runs[1].seconds,
+                              "two_workers_s": runs[2].seconds, "speedup_2_over_1": speedup,
+                              "load_average_1min_at_start": load,
+                              "task_times": {str(w): r.task_times for w, r in runs.items()}}})
+            print(f"2 workers over 1 ({args.epochs} epochs): {speedup:.2f}x")
             return
         if args.resume_only:
-            seconds, _ = train(tmp / "fresh", 1, args.epochs)
-            result = {**(json.loads(OUT.read_text()) if OUT.is_file() else {}),
-                      "resume": {**resume(tmp / "resume", args.epochs, dict(os.environ)), "fresh_1_worker_s": seconds,
-                                 "load_average_1min": os.getloadavg()[0]}}
-            OUT.parent.mkdir(parents=True, exist_ok=True)
-            OUT.write_text(json.dumps(result, indent=2) + "\n")
+            seconds = train(tmp / "fresh", 1, args.epochs).seconds
+            result = save({"resume": {**resume(tmp / "resume", args.epochs, dict(os.environ)),
+                                      "fresh_1_worker_s": seconds, "load_average_1min": os.getloadavg()[0]}})
             print(f"resume {result['resume']['resume_s']:.1f} s ({result['resume']['cache_hits_on_resume']} cache "
                   f"hits) vs {seconds:.1f} s fresh")
             return
         result["capacity"] = capacity()
         result["overhead"] = overhead(tmp / "overhead")
         log.info("Prefect overhead per task: %.3f s", result["overhead"]["overhead_s_per_task"])
+        task_times = {}
         for workers in (1, 2):
-            seconds, cached = train(tmp / f"workers{workers}", workers, args.epochs)
-            assert not any(cached)
-            result[f"train_flow_{workers}_workers_s"] = seconds
-            log.info("train_flow, 4 seeds, %d worker(s): %.1f s", workers, seconds)
+            run = train(tmp / f"workers{workers}", workers, args.epochs)
+            assert not any(run.cached)
+            result[f"train_flow_{workers}_workers_s"] = run.seconds
+            task_times[str(workers)] = run.task_times
+            log.info("train_flow, 4 seeds, %d worker(s): %.1f s", workers, run.seconds)
         result["speedup_2_over_1"] = result["train_flow_1_workers_s"] / result["train_flow_2_workers_s"]
-        result["task_times"] = {str(w): t for w, t in TASK_TIMES.items()}
+        result["task_times"] = task_times
         result["resume"] = {**resume(tmp / "resume", args.epochs, dict(os.environ)),
                             "fresh_1_worker_s": result["train_flow_1_workers_s"]}
         log.info("resume after a kill: %.1f s (%d cache hits) vs %.1f s fresh", result["resume"]["resume_s"],
@@ -250,8 +252,7 @@ def main() -> None:
         log.info("disk: staging + outputs %d bytes, %d unique", result["disk"]["both"]["bytes"],
                  result["disk"]["both"]["unique_bytes"])
     result["load_average_1min_at_end"] = os.getloadavg()[0]
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2) + "\n")
+    save(result, merge=False)
     print(f"2 workers over 1: {result['speedup_2_over_1']:.2f}x; Prefect overhead "
           f"{result['overhead']['overhead_s_per_task'] * 1000:.0f} ms/task; resume "
           f"{result['resume']['resume_s'] / result['train_flow_1_workers_s']:.2f} of a fresh run")
