@@ -16,10 +16,10 @@ from recourselab.runtime import limit_threads
 SETTINGS = dict(lambda_valid=1.0, lambda_cost=0.3, lambda_den=0.5, density_quantile=0.7, noise_ratio=0.2,
                 lambda_noise=1.0, beta=1.2, c_floor=2.0, score_mode="target", hidden=16, embed_dim=4, epochs=3,
                 min_steps=0, batch_size=64, lr_g=2e-3, lr_phi=2e-3, weight_decay=1e-4, warmup_epochs=1, lr_min=1e-6,
-                ema_decay=0.9, method="dopri5", rtol_train=1e-3, atol_train=1e-3, rtol_test=1e-4, atol_test=1e-4,
-                adjoint=False, field_spectral_norm=False, max_train_rows=150, distill_epochs=2, distill_inner=2,
-                distill_points=8, distill_lr_phi=1e-4, distill_lr_g=5e-5, distill_replay=True, distill_gen_steps=2,
-                n_starts=5, jitter=0.05, solve_queries=1024, seed=3)
+                ema_decay=0.9, method="dopri5", train_steps=None, rtol_train=1e-3, atol_train=1e-3, rtol_test=1e-4,
+                atol_test=1e-4, adjoint=False, field_spectral_norm=False, max_train_rows=150, distill_epochs=2,
+                distill_inner=2, distill_points=8, distill_lr_phi=1e-4, distill_lr_g=5e-5, distill_replay=True,
+                distill_gen_steps=2, n_starts=5, jitter=0.05, solve_queries=1024, seed=3)
 #: Recorded at commit 2cf60f6 (before the refactor), on CPU with one thread (the thread count changes last digits).
 RECORDED = {"used": 20, "sha": "339ce5d6f230abc6a4d26c748c53df9d5d1ee4854db1fcbcb5f6c8fc2684c4e9",
             "first": [-1.432695984840393, 0.09209436178207397], "density0": 3.546476364135742e-06}

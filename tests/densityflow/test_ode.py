@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
+from recourselab.densityflow.config import DensityFlowConfig
 from recourselab.densityflow.ode import VelocityField, integrate
+from recourselab.errors import ConfigError
 
 
 class ConstantField(VelocityField):
@@ -72,3 +75,33 @@ def test_adjoint_gives_the_same_end_state_and_gradients_flow_to_embeddings():
     torch.testing.assert_close(direct, adjoint, rtol=1e-5, atol=1e-6)
     e_adj.sum().backward()
     assert field.embed.weight.grad is not None and field.embed.weight.grad.abs().sum() > 0
+
+
+class CountingField(LinearInTimeField):
+    """Counts its evaluations."""
+
+    calls = 0
+
+    def forward(self, t, z, x_src, target):
+        CountingField.calls += 1
+        return super().forward(t, z, x_src, target)
+
+
+def test_fixed_rk4_steps_evaluate_the_field_four_times_per_step_and_integrate_a_polynomial_exactly():
+    c = torch.tensor([0.3, -1.2, 2.0], dtype=torch.float64)
+    field = CountingField(c, torch.ones(3)).double()
+    x = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    settings = DensityFlowConfig(train_steps=2).train_solver()
+    assert settings["method"] == "rk4" and settings["step_size"] == 0.5
+    CountingField.calls = 0
+    z, energy, _ = integrate(field, x, torch.zeros(4, dtype=torch.long), **settings)
+    assert CountingField.calls == 4 * 2
+    torch.testing.assert_close(z, x + 0.5 * c)  # RK4 is exact for the speed c t and the energy's ||c||^2 t^2
+    torch.testing.assert_close(energy, torch.full((4,), float((c * c).sum() / 3), dtype=torch.float64))
+
+
+def test_without_train_steps_the_training_solves_are_adaptive_at_the_training_tolerances():
+    cfg = DensityFlowConfig(train_steps=None, method="bosh3", rtol_train=1e-5, atol_train=1e-6)
+    assert cfg.train_solver() == {"method": "bosh3", "rtol": 1e-5, "atol": 1e-6, "adjoint": False}
+    with pytest.raises(ConfigError, match="train_steps"):
+        DensityFlowConfig(train_steps=0)

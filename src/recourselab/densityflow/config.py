@@ -37,9 +37,11 @@ class DensityFlowConfig:
     ``epochs`` (raised so that training takes at least ``min_steps`` optimizer steps: small
     datasets get more epochs), ``batch_size``, AdamW ``lr_g`` / ``lr_phi`` / ``weight_decay``,
     linear warm-up for ``warmup_epochs`` then cosine to ``lr_min``, EMA ``ema_decay`` of all
-    networks, a stratified subsample of ``max_train_rows`` rows (None: all). ODE: torchdiffeq
-    ``method`` (one of :data:`ODE_METHODS`) with (``rtol_train``, ``atol_train``) during
-    training and (``rtol_test``, ``atol_test``) at inference; ``adjoint`` switches to the
+    networks, a stratified subsample of ``max_train_rows`` rows (None: all). ODE: the training
+    solves (fit and distillation) take ``train_steps`` fixed RK4 steps over t in [0, 1], or with
+    ``train_steps`` None the adaptive torchdiffeq ``method`` (one of :data:`ODE_METHODS`) at
+    (``rtol_train``, ``atol_train``); inference always solves adaptively with ``method`` at
+    (``rtol_test``, ``atol_test``); ``adjoint`` switches to the
     adjoint method (direct backprop is faster on CPU at this size); ``field_spectral_norm``
     spectral-normalises the velocity field's layers (extension: keeps the ODE from stiffening
     in long runs). Distillation: ``distill_epochs`` x ``distill_inner`` x ``distill_points``
@@ -73,6 +75,7 @@ class DensityFlowConfig:
     lr_min: float = setting(1e-6, ge=0)
     ema_decay: float = setting(0.99, ge=0, lt=1)
     method: str = setting("dopri5", choices=ODE_METHODS, rule=f"a torchdiffeq method: {', '.join(ODE_METHODS)}")
+    train_steps: int | None = setting(2, ge=1)
     rtol_train: float = setting(1e-3, gt=0)
     atol_train: float = setting(1e-3, gt=0)
     rtol_test: float = setting(1e-4, gt=0)
@@ -102,6 +105,12 @@ class DensityFlowConfig:
         if wrong:
             raise ConfigError(f"invalid DensityFlow settings: {'; '.join(wrong)}")
 
+    def train_solver(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`~recourselab.densityflow.ode.integrate` for the training solves."""
+        if self.train_steps is None:
+            return {"method": self.method, "rtol": self.rtol_train, "atol": self.atol_train, "adjoint": self.adjoint}
+        return {"method": "rk4", "step_size": 1.0 / self.train_steps, "adjoint": self.adjoint}
+
     @property
     def margin(self) -> float:
         """The fixed density margin: ``log_tau``, or log(noise_ratio) when it is None."""
@@ -114,7 +123,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "train_flow": {k: k for k in ("lambda_valid", "lambda_cost", "lambda_den", "noise_ratio", "lambda_noise", "beta",
                                   "score_mode", "hidden", "epochs", "min_steps", "density_quantile", "batch_size",
                                   "lr_g", "lr_phi", "weight_decay", "warmup_epochs", "ema_decay", "adjoint",
-                                  "field_spectral_norm", "max_train_rows")},
+                                  "field_spectral_norm", "max_train_rows", "train_steps")},
     "distill": {k: f"distill_{k}" for k in ("epochs", "inner", "points", "lr_phi", "lr_g", "replay", "gen_steps")},
     "generate": {k: k for k in ("n_starts", "jitter")},
 }

@@ -121,8 +121,7 @@ class DistillationMixin:
                 idx = torch.randint(0, len(yt), (n,), generator=gen).to(self.device)
                 target = self._flip(yt[idx], gen)
                 with torch.no_grad():
-                    z, _, _ = integrate(self.field, Xt[idx], target, rtol=cfg.rtol_train, atol=cfg.atol_train,
-                                        method=cfg.method)
+                    z, _, _ = integrate(self.field, Xt[idx], target, **(cfg.train_solver() | {"adjoint": False}))
                     z = z.clamp(-self.C, self.C)
                 charged = oracle.used(budget_name)
                 try:
@@ -155,8 +154,7 @@ class DistillationMixin:
             with frozen(self.surrogate):
                 for _ in range(cfg.distill_gen_steps):
                     real = torch.randint(0, len(yt), (cfg.batch_size,), generator=gen).to(self.device)
-                    loss, _ = self.generator_loss(Xt[real], self._flip(yt[real], gen), rtol=cfg.rtol_train,
-                                                  atol=cfg.atol_train, y=yt[real])
+                    loss, _ = self.generator_loss(Xt[real], self._flip(yt[real], gen), y=yt[real])
                     opt_g.zero_grad()
                     loss.backward()
                     opt_g.step()

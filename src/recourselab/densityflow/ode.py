@@ -54,9 +54,12 @@ class AugmentedDynamics(nn.Module):
 
 
 def integrate(field: VelocityField, x_src: torch.Tensor, target: torch.Tensor, *, rtol: float = 1e-3,
-              atol: float = 1e-3, method: str = "dopri5", adjoint: bool = False,
-              n_points: int = 2) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+              atol: float = 1e-3, method: str = "dopri5", adjoint: bool = False, n_points: int = 2,
+              step_size: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Flow ``x_src`` (n, d) towards classes ``target`` (n,) over t in [0, 1].
+
+    ``step_size`` fixes the step of a fixed-grid ``method`` (e.g. ``rk4``); adaptive methods take
+    ``rtol`` / ``atol`` instead.
 
     Returns
     -------
@@ -66,10 +69,12 @@ def integrate(field: VelocityField, x_src: torch.Tensor, target: torch.Tensor, *
     dynamics = AugmentedDynamics(field, x_src, target)
     state0 = torch.cat([x_src, x_src.new_zeros(len(x_src), 1)], dim=1)
     times = torch.linspace(0.0, 1.0, max(2, n_points), device=x_src.device, dtype=x_src.dtype)
+    solver = {"rtol": rtol, "atol": atol, "method": method}
+    if step_size is not None:
+        solver["options"] = {"step_size": step_size}
     if adjoint:
         # Every trainable parameter, embeddings included, must be an adjoint parameter.
-        states = odeint_adjoint(dynamics, state0, times, rtol=rtol, atol=atol, method=method,
-                                adjoint_params=tuple(field.parameters()))
+        states = odeint_adjoint(dynamics, state0, times, adjoint_params=tuple(field.parameters()), **solver)
     else:
-        states = odeint(dynamics, state0, times, rtol=rtol, atol=atol, method=method)
+        states = odeint(dynamics, state0, times, **solver)
     return states[-1, :, :-1], states[-1, :, -1], states[:, :, :-1]

@@ -95,12 +95,12 @@ class TrainingMixin:
                                      else s.new_tensor(cfg.margin) for c in range(self.n_classes)])
         return per_class[target]
 
-    def generator_loss(self, x: torch.Tensor, target: torch.Tensor, *, rtol: float, atol: float,
+    def generator_loss(self, x: torch.Tensor, target: torch.Tensor, *,
                        y: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-        """Validity + cost + density loss of the flow from ``x`` (n, d) with labels ``y`` to ``target`` (n,)."""
+        """Validity + cost + density loss of the flow from ``x`` (n, d) with labels ``y`` to ``target`` (n,),
+        solved with the training solver (:meth:`DensityFlowConfig.train_solver`)."""
         cfg = self.config
-        z, energy, _ = integrate(self.field, x, target, rtol=rtol, atol=atol, method=cfg.method,
-                                 adjoint=cfg.adjoint)
+        z, energy, _ = integrate(self.field, x, target, **cfg.train_solver())
         z = z.clamp(-self.C, self.C)
         valid = self.surrogate.validity_loss(z, target)
         cost = energy.mean()
@@ -197,8 +197,7 @@ class TrainingMixin:
                 opt_phi.step()
 
                 with frozen(self.surrogate):
-                    loss, parts = self.generator_loss(xb, self._flip(yb, gen), rtol=cfg.rtol_train,
-                                                      atol=cfg.atol_train, y=yb)
+                    loss, parts = self.generator_loss(xb, self._flip(yb, gen), y=yb)
                     opt_g.zero_grad()
                     loss.backward()
                     opt_g.step()
