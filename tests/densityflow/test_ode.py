@@ -102,6 +102,6 @@ def test_fixed_rk4_steps_evaluate_the_field_four_times_per_step_and_integrate_a_
 
 def test_without_train_steps_the_training_solves_are_adaptive_at_the_training_tolerances():
     cfg = DensityFlowConfig(train_steps=None, method="bosh3", rtol_train=1e-5, atol_train=1e-6)
-    assert cfg.train_solver() == {"method": "bosh3", "rtol": 1e-5, "atol": 1e-6, "adjoint": False}
+    assert cfg.train_solver() == {"method": "bosh3", "rtol": 1e-5, "atol": 1e-6}
     with pytest.raises(ConfigError, match="train_steps"):
         DensityFlowConfig(train_steps=0)

@@ -106,10 +106,11 @@ class DensityFlowConfig:
             raise ConfigError(f"invalid DensityFlow settings: {'; '.join(wrong)}")
 
     def train_solver(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`~recourselab.densityflow.ode.integrate` for the training solves."""
+        """The solver keywords (method, tolerances or step size) of :func:`~recourselab.densityflow.ode.integrate`
+        for the training solves."""
         if self.train_steps is None:
-            return {"method": self.method, "rtol": self.rtol_train, "atol": self.atol_train, "adjoint": self.adjoint}
-        return {"method": "rk4", "step_size": 1.0 / self.train_steps, "adjoint": self.adjoint}
+            return {"method": self.method, "rtol": self.rtol_train, "atol": self.atol_train}
+        return {"method": "rk4", "step_size": 1.0 / self.train_steps}
 
     @property
     def margin(self) -> float:

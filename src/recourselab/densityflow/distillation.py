@@ -121,7 +121,7 @@ class DistillationMixin:
                 idx = torch.randint(0, len(yt), (n,), generator=gen).to(self.device)
                 target = self._flip(yt[idx], gen)
                 with torch.no_grad():
-                    z, _, _ = integrate(self.field, Xt[idx], target, **(cfg.train_solver() | {"adjoint": False}))
+                    z, _, _ = integrate(self.field, Xt[idx], target, **cfg.train_solver())
                     z = z.clamp(-self.C, self.C)
                 charged = oracle.used(budget_name)
                 try:

@@ -100,7 +100,7 @@ class TrainingMixin:
         """Validity + cost + density loss of the flow from ``x`` (n, d) with labels ``y`` to ``target`` (n,),
         solved with the training solver (:meth:`DensityFlowConfig.train_solver`)."""
         cfg = self.config
-        z, energy, _ = integrate(self.field, x, target, **cfg.train_solver())
+        z, energy, _ = integrate(self.field, x, target, adjoint=cfg.adjoint, **cfg.train_solver())
         z = z.clamp(-self.C, self.C)
         valid = self.surrogate.validity_loss(z, target)
         cost = energy.mean()
