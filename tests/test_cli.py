@@ -230,6 +230,12 @@ def test_repro_failure_says_how_to_restore_missing_outputs(monkeypatch, tmp_path
     (root / "dvc.lock").write_text(yaml.safe_dump(lock))
     _fake_dvc(monkeypatch, stale=["prepare@moons"], repro_code=1)
     _fake_server(monkeypatch)
+    caplog.set_level("INFO")
+    assert cli.main(["repro"]) == 1  # not in the DVC cache (a fresh clone): no checkout hint
+    assert not [r for r in caplog.records if "checkout" in r.getMessage()]
+    assert any("builds them" in r.getMessage() and r.levelname == "INFO" for r in caplog.records)
+    caplog.clear()
+    monkeypatch.setattr("recourselab.pipeline.preflight._in_dvc_cache", lambda root, hashes: set(hashes))
     assert cli.main(["repro"]) == 1
     warning, error = [r for r in caplog.records if "dvc checkout" in r.getMessage()]
     assert warning.levelname == "WARNING" and "otherwise this run rebuilds them" in warning.getMessage()

@@ -199,7 +199,7 @@ def repro(dvc_args: list[str]) -> int:
     """``dvc repro`` after checking the project, with one local Prefect server for the run (none if
     nothing changed); then a summary per dataset. SIGTERM / Ctrl-C stop the server and DVC."""
     from recourselab.orchestration import DASK_ADDRESS_ENV
-    from recourselab.pipeline.preflight import check_project, missing_outputs, restore_hint
+    from recourselab.pipeline.preflight import check_project, missing_notes
     from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log, render_summary
     from recourselab.prefect_server import local_server
 
@@ -213,9 +213,8 @@ def repro(dvc_args: list[str]) -> int:
         return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
     os.chdir(root)  # relative data paths of params.yaml are read from the root, as the stages read them
     params = check_project(root)
-    gone = missing_outputs(root)
-    if gone:
-        log.warning("%s (otherwise this run rebuilds them)", restore_hint(gone))
+    for level, note in missing_notes(root):
+        log.log(level, "%s", note + (" (otherwise this run rebuilds them)" if level >= logging.WARNING else ""))
     run_log = root / ".recourselab" / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.jsonl"
     env[RUN_LOG_ENV] = str(run_log)
     start = time.monotonic()
@@ -236,9 +235,9 @@ def repro(dvc_args: list[str]) -> int:
                                            read_run_log(run_log), stale=stale, run_ok=code == 0,
                                            wall_s=time.monotonic() - start))
     if code != 0:
-        gone = missing_outputs(root)
-        if gone:
-            log.error("%s", restore_hint(gone))
+        for level, note in missing_notes(root):
+            if level >= logging.WARNING:
+                log.error("%s", note)
     return code
 
 

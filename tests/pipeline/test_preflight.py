@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -13,7 +16,9 @@ from recourselab.errors import ConfigError, DataError
 from recourselab.pipeline.preflight import (
     MissingInputError,
     check_project,
+    classify_missing,
     declared_inputs,
+    missing_notes,
     missing_outputs,
     restore_hint,
 )
@@ -111,3 +116,49 @@ def test_missing_outputs_come_from_dvc_lock(tmp_path):
     assert gone == ["data/ensemble/moons", "data/metrics/moons/tune_ensemble.json"]
     assert restore_hint(gone).endswith(
         "restore the last good version with `dvc checkout data/ensemble/moons data/metrics/moons/tune_ensemble.json`")
+
+
+def test_restore_hint_shortens_long_lists_and_then_restores_everything():
+    paths = [f"data/prepared/d{i}" for i in range(12)]
+    hint = restore_hint(paths)
+    assert hint.startswith("12 output(s)") and "d7 and 4 more" in hint and hint.endswith("`dvc checkout`")
+    assert restore_hint(paths[:2], git=True).endswith("`git checkout -- data/prepared/d0 data/prepared/d1`")
+
+
+def test_missing_outputs_are_sorted_by_where_they_can_come_back_from(tmp_path):
+    """In the DVC cache -> dvc checkout (warning); committed -> git checkout (warning); neither, as in a
+    fresh clone -> one informational line that the run builds them, with no checkout hint."""
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=tmp_path, check=True,
+                   env={"DVC_NO_ANALYTICS": "1", "PATH": "/usr/bin:/bin"})
+    cached_md5 = "0a3e9e02a6d58a98f8e3cc65ff52b8fd.dir"
+    obj = tmp_path / ".dvc" / "cache" / "files" / "md5" / cached_md5[:2] / cached_md5[2:]
+    obj.parent.mkdir(parents=True)
+    obj.write_text("[]")
+    metrics = tmp_path / "data" / "metrics" / "moons" / "train.json"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("{}")
+    subprocess.run(["git", "add", str(metrics)], cwd=tmp_path, check=True)
+    metrics.unlink()
+    lock = {"schema": "2.0", "stages": {"train@moons": {"cmd": "c", "outs": [
+        {"path": "data/ensemble/moons", "md5": cached_md5},
+        {"path": "data/metrics/moons/train.json", "md5": "1" * 32},
+        {"path": "data/distill/moons", "md5": "2" * 32 + ".dir"}]}}}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+
+    gone = classify_missing(tmp_path, missing_outputs(tmp_path))
+    assert gone.in_cache == ["data/ensemble/moons"]
+    assert gone.in_git == ["data/metrics/moons/train.json"]
+    assert gone.elsewhere == ["data/distill/moons"]
+    (dvc_level, dvc_note), (git_level, git_note), (info_level, info_note) = missing_notes(tmp_path)
+    assert dvc_level == git_level == logging.WARNING and info_level == logging.INFO
+    assert dvc_note.endswith("`dvc checkout data/ensemble/moons`")
+    assert git_note.endswith("`git checkout -- data/metrics/moons/train.json`")
+    assert "data/distill/moons" in info_note and "checkout" not in info_note and "builds them" in info_note
+
+
+def test_missing_outputs_outside_a_dvc_repo_are_only_rebuilt(tmp_path):
+    lock = {"schema": "2.0", "stages": {"p@m": {"cmd": "c", "outs": [{"path": "data/x", "md5": "3" * 32}]}}}
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    gone = classify_missing(tmp_path, ["data/x"])
+    assert (gone.in_cache, gone.in_git, gone.elsewhere) == ([], [], ["data/x"])

@@ -4,14 +4,17 @@
 declares as a stage input that no stage produces, and every dataset's raw input (read and
 validated as ``prepare`` would), so that bad input fails in seconds with one clear message.
 :func:`missing_outputs` lists the outputs recorded in ``dvc.lock`` that are gone from the
-workspace, and :func:`restore_hint` says how to get them back.
+workspace, :func:`classify_missing` says where each can come back from (the DVC cache, git, or only
+a run), and :func:`missing_notes` / :func:`restore_hint` word it.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +138,8 @@ def check_project(root: str | Path) -> Params:
     return params
 
 
-def locked_outputs(root: str | Path) -> dict[str, str]:
-    """Output path -> stage, of every output (metrics files included) recorded in ``dvc.lock``."""
+def _locked(root: str | Path) -> dict[str, tuple[str, str | None]]:
+    """Output path -> (stage, recorded md5 or None), of every output recorded in ``dvc.lock``."""
     lock = Path(root) / "dvc.lock"
     if not lock.is_file():
         return {}
@@ -148,8 +151,13 @@ def locked_outputs(root: str | Path) -> dict[str, str]:
     for stage, entry in (data.get("stages") or {}).items():
         for out in (entry or {}).get("outs") or []:
             if isinstance(out, dict) and "path" in out:
-                outs[str(out["path"])] = stage
+                outs[str(out["path"])] = (stage, out.get("md5"))
     return outs
+
+
+def locked_outputs(root: str | Path) -> dict[str, str]:
+    """Output path -> stage, of every output (metrics files included) recorded in ``dvc.lock``."""
+    return {path: stage for path, (stage, _) in _locked(root).items()}
 
 
 def missing_outputs(root: str | Path) -> list[str]:
@@ -158,8 +166,99 @@ def missing_outputs(root: str | Path) -> list[str]:
     return sorted(p for p in locked_outputs(root) if not (root / p).exists())
 
 
-def restore_hint(paths: Iterable[str]) -> str:
-    """One line saying that ``paths`` are missing and that ``dvc checkout`` restores them."""
+@dataclass(frozen=True)
+class MissingOutputs:
+    """Missing outputs of ``dvc.lock``, by where their recorded version can come back from.
+
+    Attributes
+    ----------
+    in_cache : list of str
+        Their recorded version is in the DVC cache: ``dvc checkout`` restores them.
+    in_git : list of str
+        Committed to git (``cache: false`` metrics and tables): ``git checkout`` restores them.
+    elsewhere : list of str
+        In neither (a fresh clone, or a cleared cache): only a run (or ``dvc pull`` from a
+        remote that holds them) brings them back.
+    """
+
+    in_cache: list[str]
+    in_git: list[str]
+    elsewhere: list[str]
+
+
+def _in_dvc_cache(root: Path, hashes: dict[str, str | None]) -> set[str]:
+    """The paths whose recorded md5 (``<md5>`` or ``<md5>.dir``) is an object of the project's DVC cache."""
+    try:
+        from dvc.repo import Repo
+
+        with Repo(str(root)) as repo:
+            odb = repo.cache.repo
+            return {path for path, md5 in hashes.items() if md5 and Path(odb.oid_to_path(md5)).is_file()}
+    except Exception as exc:  # no DVC repo or an unreadable config: nothing counts as restorable
+        log.debug("DVC cache not readable under %s: %s", root, exc)
+        return set()
+
+
+def _in_git(root: Path, paths: list[str]) -> set[str]:
+    """The ``paths`` that git tracks (files, or folders holding tracked files) in ``root``'s checkout."""
+    if not paths:
+        return set()
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--", *paths], cwd=root, capture_output=True,
+                                check=True, timeout=30).stdout.decode().split("\0")
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    tracked = [f for f in listed if f]
+    return {p for p in paths if any(f == p or f.startswith(p.rstrip("/") + "/") for f in tracked)}
+
+
+def classify_missing(root: str | Path, paths: Iterable[str]) -> MissingOutputs:
+    """Sort missing ``dvc.lock`` outputs by where they can be restored from (see :class:`MissingOutputs`)."""
+    root = Path(root)
+    paths = sorted(paths)
+    recorded = _locked(root)
+    cached = _in_dvc_cache(root, {p: recorded.get(p, ("", None))[1] for p in paths})
+    rest = [p for p in paths if p not in cached]
+    tracked = _in_git(root, rest)
+    return MissingOutputs(in_cache=[p for p in paths if p in cached], in_git=[p for p in rest if p in tracked],
+                          elsewhere=[p for p in rest if p not in tracked])
+
+
+def _listing(paths: list[str], shown: int = 4) -> str:
+    """``paths`` joined, or the first ``shown`` and how many more."""
+    if len(paths) <= shown:
+        return ", ".join(paths)
+    return f"{', '.join(paths[:shown])} and {len(paths) - shown} more"
+
+
+def restore_hint(paths: Iterable[str], *, git: bool = False) -> str:
+    """One line saying that ``paths`` are missing and how to restore them: ``dvc checkout`` (from the
+    DVC cache), or ``git checkout`` with ``git=True`` (committed outputs). Long lists are shortened,
+    and the command then restores everything it tracks."""
     paths = list(paths)
-    return (f"{len(paths)} output(s) recorded in dvc.lock are missing: {', '.join(paths)}; restore the last "
-            f"good version with `dvc checkout {' '.join(paths)}`")
+    if git:
+        command = f"git checkout -- {' '.join(paths)}" if len(paths) <= 8 else "git checkout -- data"
+    else:
+        command = f"dvc checkout {' '.join(paths)}" if len(paths) <= 8 else "dvc checkout"
+    return (f"{len(paths)} output(s) recorded in dvc.lock are missing: {_listing(paths, 8)}; restore the "
+            f"last good version with `{command}`")
+
+
+def missing_notes(root: str | Path) -> list[tuple[int, str]]:
+    """(logging level, message) lines about the outputs ``dvc.lock`` records that the workspace lacks.
+
+    Outputs that a checkout can restore get a restore hint (a warning: the run would otherwise rebuild
+    them); outputs that only a run can bring back (a fresh clone) get one informational line.
+    """
+    gone = classify_missing(root, missing_outputs(root))
+    notes = []
+    if gone.in_cache:
+        notes.append((logging.WARNING, restore_hint(gone.in_cache)))
+    if gone.in_git:
+        notes.append((logging.WARNING, restore_hint(gone.in_git, git=True)))
+    if gone.elsewhere:
+        notes.append((logging.INFO, f"{len(gone.elsewhere)} output(s) recorded in dvc.lock are neither in the "
+                                    f"workspace nor in the DVC cache ({_listing(gone.elsewhere)}): a fresh "
+                                    "clone, or a cleared cache; the run builds them (`dvc pull` first fetches "
+                                    "them if a remote holds them)"))
+    return notes
