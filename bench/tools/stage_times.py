@@ -6,8 +6,13 @@ before it, or ``--start``) to the last timestamp before the next stage's line (o
 process start-up and DVC's hashing count to the stage they precede and the spans add up to the run.
 Stages DVC skipped print no ``Running stage`` line and take no time here.
 
-Writes JSON (``--out``) and prints a Markdown table (stages x datasets, minutes, and the total).
-Run: ``python bench/tools/stage_times.py LOG [--start "2026-12-04 18:07:40"] [--end ...] [--out F]``.
+With ``--run-log`` (the run's ``.recourselab/runs/*.jsonl``, whose records hold each stage body's own
+wall time), a second table splits every stage's minutes into its body (``main()`` of the stage: the
+flow's imports, the Prefect flow run, worker start-up and the tasks) and the fixed cost around it
+(DVC's hashing and lock, the stage process's start-up and its module imports).
+
+Writes JSON (``--out``) and prints Markdown tables (stages x datasets, minutes, and the total).
+Run: ``python bench/tools/stage_times.py LOG [--start "2026-12-04 18:07:40"] [--end ...] [--run-log J] [--out F]``.
 """
 
 from __future__ import annotations
@@ -66,20 +71,49 @@ def table(spans: list[tuple[str, str, float]]) -> tuple[dict[str, dict[str, floa
     return minutes, "\n".join(out)
 
 
+def split_fixed_cost(minutes: dict[str, dict[str, float]],
+                     records: list[dict]) -> tuple[dict[str, dict[str, float]], str]:
+    """Per stage: the span (minutes), the stage bodies' wall time from the run log, and the rest.
+
+    Returns the numbers and a Markdown table with a total row.
+    """
+    body: dict[str, float] = {}
+    for record in records:
+        body[record["stage"]] = body.get(record["stage"], 0.0) + float(record.get("wall_s", 0.0)) / 60
+    rows = {stage: {"span": sum(row.values()), "body": body.get(stage, 0.0), "runs": len(row)}
+            for stage, row in minutes.items()}
+    for row in rows.values():
+        row["fixed"] = row["span"] - row["body"]
+    out = ["| stage | runs | span (min) | body (min) | fixed cost (min) | fixed per run (s) |",
+           "|---|---|---|---|---|---|"]
+    for stage, row in rows.items():
+        out.append(f"| {stage} | {row['runs']} | {row['span']:.1f} | {row['body']:.1f} | {row['fixed']:.1f} | "
+                   f"{60 * row['fixed'] / row['runs']:.0f} |")
+    tot = {k: sum(r[k] for r in rows.values()) for k in ("runs", "span", "body", "fixed")}
+    out.append(f"| **all** | {tot['runs']} | {tot['span']:.1f} | {tot['body']:.1f} | {tot['fixed']:.1f} | "
+               f"{60 * tot['fixed'] / max(tot['runs'], 1):.0f} |")
+    return rows, "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("log", type=Path)
     parser.add_argument("--start", help="when the run started (YYYY-mm-dd HH:MM:SS)")
     parser.add_argument("--end", help="when the run ended (default: its last timestamp)")
+    parser.add_argument("--run-log", type=Path, help="the run's .recourselab/runs/*.jsonl: split body and fixed cost")
     parser.add_argument("--out", type=Path, help="JSON file for the minutes")
     args = parser.parse_args()
     parse = (lambda s: datetime.strptime(s, FORMAT) if s else None)  # noqa: E731
     spans = stage_spans(args.log.read_text().splitlines(), parse(args.start), parse(args.end))
     minutes, md = table(spans)
+    result = {"log": str(args.log), "minutes": minutes, "total_min": sum(sum(r.values()) for r in minutes.values())}
+    if args.run_log:
+        records = [json.loads(line) for line in args.run_log.read_text().splitlines() if line.strip()]
+        result["split"], split_md = split_fixed_cost(minutes, records)
+        md += "\n\n" + split_md
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"log": str(args.log), "minutes": minutes,
-                                        "total_min": sum(sum(r.values()) for r in minutes.values())}, indent=1))
+        args.out.write_text(json.dumps(result, indent=1))
     print(md)  # noqa: T201
 
 
