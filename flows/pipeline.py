@@ -74,8 +74,10 @@ def pipeline(profile: str | None = "default", targets: list[str] | None = None, 
     steps: list[scheduled.StepResult] = [repro_step(str(root), list(targets or []))]
     if steps[0].ok and audit:
         steps.append(audit_step(str(root)))
-    if all(s.ok for s in steps) and push:
-        steps.append(push_step(str(root)))
+    if all(s.ok for s in steps) and push:  # a push that still fails after its retries is reported, not raised
+        pushed = push_step(str(root), return_state=True).result(raise_on_failure=False)
+        steps.append(pushed if isinstance(pushed, scheduled.StepResult)
+                     else scheduled.StepResult("dvc push", "failed", str(pushed)))
     markdown = scheduled.render_markdown(profile, steps, root, load_params(root / "params.yaml").datasets)
     create_markdown_artifact(markdown, key=artifact_key(profile), description="recourselab pipeline run")
     failed = [s for s in steps if not s.ok]

@@ -240,3 +240,16 @@ def test_repro_failure_says_how_to_restore_missing_outputs(monkeypatch, tmp_path
     warning, error = [r for r in caplog.records if "dvc checkout" in r.getMessage()]
     assert warning.levelname == "WARNING" and "otherwise this run rebuilds them" in warning.getMessage()
     assert error.levelname == "ERROR" and "`dvc checkout data/prepared/moons`" in error.getMessage()
+
+
+@pytest.mark.parametrize(("code", "status"), [(0, 0), (3, 3), (-2, 130), (-9, 137), (-15, 143)])
+def test_a_child_killed_by_a_signal_exits_128_plus_the_signal(code, status):
+    assert cli.exit_status(code) == status
+
+
+def test_profile_refuses_a_params_path_it_cannot_write(monkeypatch, tmp_path, caplog):
+    monkeypatch.chdir(REPO_ROOT)
+    assert cli.main(["profile", "tiny", "--params", str(tmp_path)]) == 1
+    assert cli.main(["profile", "tiny", "--params", str(tmp_path / "no" / "params.yaml")]) == 1
+    assert "is a folder" in caplog.text and "does not exist" in caplog.text
+    assert list(tmp_path.iterdir()) == []

@@ -61,6 +61,11 @@ def absolute_path_args(argv: list[str], cwd: Path) -> list[str]:
     return out
 
 
+def exit_status(code: int) -> int:
+    """A child's return code as a shell exit status: killed by signal N (code -N) gives 128 + N."""
+    return 128 - code if code < 0 else code
+
+
 def run_stage(name: str, argv: list[str]) -> int:
     """Run stage ``name`` as DVC does, in a child interpreter started in the project root (its default
     paths are relative to it; ``python -m stages.<name>`` finds the checkout's ``stages`` and
@@ -72,9 +77,9 @@ def run_stage(name: str, argv: list[str]) -> int:
     argv = absolute_path_args(argv, Path.cwd())
     with subprocess.Popen([sys.executable, "-m", f"stages.{name}", *argv], cwd=root) as child:
         try:
-            return child.wait()
+            return exit_status(child.wait())
         except KeyboardInterrupt:
-            return child.wait()
+            return exit_status(child.wait())
 
 
 def pipeline_env(root: Path) -> dict[str, str]:
@@ -210,12 +215,14 @@ def repro(dvc_args: list[str]) -> int:
         env[DASK_ADDRESS_ENV] = address
     dvc = [sys.executable, "-m", "dvc"]
     if NO_RUN_OPTIONS.intersection(dvc_args):  # nothing runs: no checks, server or summary
-        return subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env)
+        return exit_status(subprocess.call([*dvc, "repro", *dvc_args], cwd=root, env=env))
     os.chdir(root)  # relative data paths of params.yaml are read from the root, as the stages read them
     params = check_project(root)
     for level, note in missing_notes(root):
         log.log(level, "%s", note + (" (otherwise this run rebuilds them)" if level >= logging.WARNING else ""))
-    run_log = root / ".recourselab" / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.jsonl"
+    # A caller that reads the records back (the scheduled flow) names the file; else a new one per run.
+    run_log = Path(env.get(RUN_LOG_ENV) or
+                   root / ".recourselab" / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.jsonl")
     env[RUN_LOG_ENV] = str(run_log)
     start = time.monotonic()
     stale = None
@@ -238,7 +245,7 @@ def repro(dvc_args: list[str]) -> int:
         for level, note in missing_notes(root):
             if level >= logging.WARNING:
                 log.error("%s", note)
-    return code
+    return exit_status(code)
 
 
 def switch_profile(name: str, params_path: Path | None) -> int:
@@ -253,6 +260,9 @@ def switch_profile(name: str, params_path: Path | None) -> int:
 
     root = project_root()
     params_path = root / "params.yaml" if params_path is None else params_path
+    if params_path.is_dir() or not params_path.parent.is_dir():
+        raise ConfigError(f"--params {params_path}: " + ("is a folder; give a file path" if params_path.is_dir()
+                                                          else f"its folder {params_path.parent} does not exist"))
     current = None
     if params_path.is_file():
         try:
@@ -337,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--budget", type=int, default=None,
                     help="most ensemble rows queried in total (default: as many as the rows need)")
     sp.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    sp.add_argument("--out", type=Path, default=None, help="write the output to this file (default: stdout)")
+    sp.add_argument("--out", type=Path, default=None, help="write the output to this file (default, or -: stdout)")
     sp.add_argument("--params", type=Path, default=None, help="params file (default: params.yaml of the project)")
     sp.add_argument("--data-root", type=Path, default=None, help="artifact folder (default: data/ of the project)")
     return ap

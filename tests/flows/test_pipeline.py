@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from recourselab.errors import ConfigError
+from recourselab.errors import ConfigError, RecourselabError
 from recourselab.pipeline import scheduled
 from tests.conftest import REPO_ROOT
 
@@ -46,6 +47,10 @@ def test_the_declared_profiles_exist():
     (lambda d: d[0].update(cron_expr="x"), "unknown key(s) cron_expr; valid keys: name, entrypoint"),
     (lambda d: d[0]["schedules"][0].update(interval=60), "exactly one of cron, interval, rrule"),
     (lambda d: d[0]["schedules"][0].update(tz="UTC"), "unknown key(s) tz"),
+    (lambda d: d[0].update(schedules={"cron": "0 2 * * *"}), "schedules must be a list, got dict"),
+    (lambda d: d[0].update(schedules=["0 2 * * *"]), "schedules[0] must be a mapping"),
+    (lambda d: d[0].update(tags="nightly"), "tags must be a list, got str 'nightly'"),
+    (lambda d: d[0].update(parameters=["default"]), "parameters must be a mapping, got list"),
 ])
 def test_a_bad_deployment_entry_is_refused_naming_the_valid_keys(tmp_path, edit, message):
     raw = yaml.safe_load((REPO_ROOT / "prefect.yaml").read_text())
@@ -73,7 +78,7 @@ def _dvc_project(root: Path, stages: dict) -> Path:
 
 def test_audit_is_skipped_without_its_stage_and_run_with_it(tmp_path, monkeypatch):
     ran: list[list[str]] = []
-    monkeypatch.setattr(scheduled, "_run", lambda cmd, root, env: (ran.append(cmd) or 0, 0))
+    monkeypatch.setattr(scheduled, "_run", lambda cmd, root, env: ran.append(cmd) or 0)
     plain = _dvc_project(tmp_path / "plain", {"prepare": {"cmd": "true"}})
     step = scheduled.audit(plain)
     assert (step.status, ran) == ("skipped", [])
@@ -81,7 +86,7 @@ def test_audit_is_skipped_without_its_stage_and_run_with_it(tmp_path, monkeypatc
     with_audit = _dvc_project(tmp_path / "audited", {"prepare": {"cmd": "true"}, "audit": {"cmd": "true"}})
     step = scheduled.audit(with_audit)
     assert step.status == "ok" and ran == [[sys.executable, "-m", "recourselab.cli", "repro", "audit"]]
-    monkeypatch.setattr(scheduled, "_run", lambda cmd, root, env: (3, 0))
+    monkeypatch.setattr(scheduled, "_run", lambda cmd, root, env: 3)
     assert scheduled.audit(with_audit).status == "failed"
 
 
@@ -99,6 +104,38 @@ def test_push_is_skipped_without_a_remote_and_pushes_to_one(tmp_path, caplog):
     assert (step.status, step.detail) == ("ok", "pushed to store")
     pushed = [p for p in (tmp_path / "remote").rglob("*") if p.is_file()]
     assert [p.read_text() for p in pushed] == ["payload"]
+
+
+def test_a_failed_push_names_the_last_error_line(tmp_path):
+    root = _dvc_project(tmp_path / "p", {"prepare": {"cmd": "true"}})
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the remote's folder should be")
+    subprocess.run([sys.executable, "-m", "dvc", "remote", "add", "-d", "store", str(blocker / "remote")],
+                   cwd=root, check=True)
+    (root / "a.txt").write_text("payload")
+    subprocess.run([sys.executable, "-m", "dvc", "add", "-q", "a.txt"], cwd=root, check=True)
+    with pytest.raises(RecourselabError, match=r"`dvc push` to store failed: [^\[]") as err:
+        scheduled.push(root)
+    assert "\n" not in str(err.value)
+
+
+def test_repro_reads_back_only_its_own_run_records(tmp_path, monkeypatch):
+    from recourselab.pipeline.summary import RUN_LOG_ENV, append_stage_run
+
+    root = _dvc_project(tmp_path / "p", {"prepare": {"cmd": "true"}})
+    runs = root / ".recourselab" / "runs"
+    runs.mkdir(parents=True)
+    old = {"stage": "prepare", "dataset": "old", "status": "ok"}
+    (runs / f"20200101T000000-{12345}.jsonl").write_text(json.dumps(old) + "\n")  # an earlier run, any pid
+
+    def fake_repro(cmd, cwd, env):
+        append_stage_run(Path(env[RUN_LOG_ENV]), {"stage": "prepare", "dataset": "moons", "status": "ok"})
+        return 0
+
+    monkeypatch.setattr(scheduled, "_run", fake_repro)
+    outcome = scheduled.repro(root)
+    assert [r["dataset"] for r in outcome.runs] == ["moons"]
+    assert outcome.detail.endswith("ran prepare@moons")
 
 
 def test_use_profile_writes_a_different_profile_once(tmp_path):
@@ -153,3 +190,23 @@ def test_serve_without_a_server_or_with_an_unknown_deployment_is_a_clear_error(m
     with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:9/api"}):
         assert main(["serve", "hourly"]) == 1
     assert "unknown deployment(s) hourly; prefect.yaml declares nightly-default, weekly-paper" in caplog.text
+
+
+def test_a_push_that_keeps_failing_is_reported_in_the_artifact_and_fails_the_flow(tmp_path, monkeypatch):
+    import flows.pipeline as flow_module
+
+    root = _dvc_project(tmp_path / "p", {"prepare": {"cmd": "true"}})
+    (root / "params.yaml").write_text((REPO_ROOT / "params.yaml").read_text())
+    monkeypatch.setattr(scheduled, "repro", lambda root, targets, env=None: scheduled.ReproOutcome("dvc repro", "ok"))
+
+    def broken_push(root, env=None):
+        raise RecourselabError("`dvc push` to store failed: no space left")
+
+    monkeypatch.setattr(scheduled, "push", broken_push)
+    monkeypatch.setattr(flow_module, "push_step", flow_module.push_step.with_options(retries=0))
+    artifacts: list[str] = []
+    monkeypatch.setattr(flow_module, "create_markdown_artifact", lambda markdown, **kw: artifacts.append(markdown))
+    with pytest.raises(RecourselabError, match="dvc push failed .*no space left"):
+        flow_module.pipeline.fn(profile=None, project=str(root))
+    assert len(artifacts) == 1
+    assert "| dvc push | failed |" in artifacts[0] and "no space left" in artifacts[0]

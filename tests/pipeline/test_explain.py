@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -226,7 +227,7 @@ def test_a_changed_immutable_is_an_error(project):
 
 
 def test_the_command_reads_stdin_writes_out_and_exits_1_when_no_row_is_explained(project, tmp_path, monkeypatch,
-                                                                                  capsys):
+                                                                                  capsys, caplog):
     from recourselab.cli import main
 
     root, frame, _ = project
@@ -245,6 +246,16 @@ def test_the_command_reads_stdin_writes_out_and_exits_1_when_no_row_is_explained
     assert "0 of 2 rows explained" in capsys.readouterr().out
     assert main([*args[:1], str(tmp_path / "nope.csv"), *args[2:]]) == 1  # a clear error, no traceback
     assert main([*args[:1], str(tmp_path), *args[2:]]) == 1  # a folder: the same
+    monkeypatch.setattr("sys.stdin", io.StringIO(frame.iloc[:2].to_csv(index=False)))
+    assert main([*args, "--format", "csv", "--out", "-"]) == 0  # `-`: standard output, as for the input
+    assert len(pd.read_csv(io.StringIO(capsys.readouterr().out))) == 2 and not Path("-").exists()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for bad, message in ((tmp_path, "is a folder"), (blocker / "cf.csv", "cannot write --out")):  # no traceback
+        monkeypatch.setattr("sys.stdin", io.StringIO(frame.iloc[:2].to_csv(index=False)))
+        caplog.clear()
+        assert main([*args, "--out", str(bad)]) == 1
+        assert message in caplog.text
 
 
 def test_a_value_outside_declared_bounds_names_the_bounds_not_only_the_training_range():

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from recourselab.data.feature import python_scalar
-from recourselab.errors import ConfigError, RecourselabError
+from recourselab.errors import ConfigError, DataError, RecourselabError
 from recourselab.io import write_bytes
 from recourselab.pipeline.explain import Explanation, RowResult, explain
 
@@ -133,6 +133,9 @@ def run_command(args: argparse.Namespace) -> int:
         root = project_root()
     except RecourselabError:
         root = Path.cwd()
+    out = None if args.out is None or str(args.out) == "-" else Path(args.out)
+    if out is not None and out.is_dir():
+        raise DataError(f"--out {out} is a folder; give a file path")
     params_path = args.params if args.params is not None else root / "params.yaml"
     if not Path(params_path).is_file():
         raise ConfigError(f"params file not found: {params_path}; pass --params FILE (the parameters the artifacts "
@@ -141,12 +144,15 @@ def run_command(args: argparse.Namespace) -> int:
                      budget=args.budget, params=load_checked_params(params_path),
                      data_root=args.data_root if args.data_root is not None else root / "data")
     text = render(result, args.format)
-    if args.out is not None:
-        write_bytes(args.out, text.encode())
-        log.info("wrote %s", args.out)
+    if out is not None:
+        try:
+            write_bytes(out, text.encode())
+        except OSError as err:
+            raise DataError(f"cannot write --out {out}: {err.strerror or err}") from None
+        log.info("wrote %s", out)
     else:
         sys.stdout.write(text)
-    if args.out is not None or args.format != "table":  # the table ends with this line itself
+    if out is not None or args.format != "table":  # the table ends with this line itself
         log.info("%d of %d rows explained; %d rows sent to the models (%s)", result.n_explained, len(result.rows),
                  result.queries, _budget(result))
     return 0 if result.n_explained else 1

@@ -9,6 +9,8 @@ other rows go on. A row whose every feature is missing is refused.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import sys
 from pathlib import Path
@@ -27,13 +29,49 @@ MISSING_WORDS = frozenset({"", "nan", "na", "n/a", "null", "none", "<na>"})
 SHOWN_LEVELS = 20
 
 
+def _text(source: str | Path | TextIO) -> str:
+    """The whole input as text (a path, ``"-"`` for standard input, or an open stream)."""
+    if str(source) == "-":
+        return sys.stdin.read()
+    if hasattr(source, "read"):
+        return source.read()
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"input file not found: {source}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{source} is not a readable CSV file: it is not UTF-8 text") from None
+    except OSError as err:  # a folder, no permission...
+        raise DataError(f"cannot read the input {source}: {err.strerror or err}") from None
+
+
+def _check_shape(text: str, name: str) -> None:
+    """Refuse a header that names a column twice and a data line with more fields than the header.
+
+    pandas would rename a repeated column (``age``, ``age.1``) and read the first column of lines
+    with one field too many as the index, shifting every value by a column: both silently.
+    """
+    try:
+        lines = csv.reader(io.StringIO(text), skipinitialspace=True)
+        header = [c.strip() for c in next(lines, [])]
+        repeated = sorted({c for c in header if header.count(c) > 1})
+        if repeated:
+            raise DataError(f"{name}: the header names column(s) {', '.join(map(repr, repeated))} more than once")
+        for fields in lines:
+            if len(fields) > len(header):
+                raise DataError(f"{name}, line {lines.line_num}: {len(fields)} fields, but the header names "
+                                f"{len(header)} columns (a trailing comma, or a comma inside an unquoted value?)")
+    except csv.Error as err:
+        raise DataError(f"{name} is not a readable CSV file: {err}") from None
+
+
 def read_rows(source: str | Path | TextIO) -> pd.DataFrame:
     """Every cell of a CSV as text, one frame row per data line, indexed by row number from 1.
 
     Parameters
     ----------
-    source : a CSV path, ``"-"`` for standard input, or an open text stream. The first line
-        names the columns; blank lines are kept as empty rows, so row ``i`` is line ``i + 1``.
+    source : a CSV path (UTF-8), ``"-"`` for standard input, or an open text stream. The first
+        line names the columns; blank lines are kept as empty rows, so row ``i`` is line ``i + 1``.
 
     Returns
     -------
@@ -42,21 +80,19 @@ def read_rows(source: str | Path | TextIO) -> pd.DataFrame:
     Raises
     ------
     DataError
-        The file does not exist, is empty, has no data row or is not a readable CSV.
+        The file does not exist, is empty, has no data row, is not a readable CSV, names a column
+        twice, or has a line with more fields than the header.
     """
     name = "standard input" if str(source) == "-" else str(getattr(source, "name", source))
-    stream = sys.stdin if str(source) == "-" else source
+    text = _text(source)
+    _check_shape(text, name)
     try:
-        frame = pd.read_csv(stream, dtype=str, keep_default_na=False, na_filter=False, skip_blank_lines=False,
-                            skipinitialspace=True)
-    except FileNotFoundError:
-        raise DataError(f"input file not found: {source}") from None
-    except OSError as err:  # a folder, no permission...
-        raise DataError(f"cannot read the input {source}: {err.strerror or err}") from None
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_filter=False,
+                            skip_blank_lines=False, skipinitialspace=True, index_col=False)
     except pd.errors.EmptyDataError:
         raise DataError(f"{name} is empty: expected a header line with the dataset's column names, "
                         "then one row per line") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+    except pd.errors.ParserError as err:
         raise DataError(f"{name} is not a readable CSV file: {str(err).strip()}") from None
     if frame.empty:
         raise DataError(f"{name} has a header but no rows to explain")

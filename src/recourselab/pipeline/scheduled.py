@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,9 @@ AUDIT_STAGE = "audit"
 #: Keys a deployment of ``prefect.yaml`` may set (what :func:`read_deployments` understands).
 DEPLOYMENT_KEYS = ("name", "entrypoint", "description", "parameters", "schedules", "tags", "version",
                    "work_pool", "concurrency_limit", "enforce_parameter_schema")
+#: Seconds a cancelled run's ``recourselab repro`` gets to stop, after SIGTERM, before SIGKILL: more than
+#: its own two stops in turn (DVC's group, then the Prefect server's, up to 15 s each).
+STOP_GRACE_S = 45.0
 #: Keys of one schedule entry.
 SCHEDULE_KEYS = ("cron", "interval", "rrule", "timezone", "active", "parameters")
 
@@ -91,16 +95,17 @@ def use_profile(root: str | Path, profile: str | None) -> bool:
     return True
 
 
-def _run(cmd: list[str], root: Path, env: Mapping[str, str]) -> tuple[int, int]:
-    """Run ``cmd`` in ``root`` in its own process group; (exit status, pid). Whatever stops the caller
-    (an error, Prefect cancelling the flow run) stops the whole group first."""
+def _run(cmd: list[str], root: Path, env: Mapping[str, str]) -> int:
+    """Run ``cmd`` in ``root`` in its own process group; its exit status. Whatever stops the caller
+    (an error, Prefect cancelling the flow run) stops the whole group first, with
+    :data:`STOP_GRACE_S` for ``recourselab repro`` to stop its own DVC run and Prefect server."""
     from recourselab.prefect_server import stop_group
 
     proc = subprocess.Popen(cmd, cwd=root, env=dict(env), start_new_session=True)
     try:
-        return proc.wait(), proc.pid
+        return proc.wait()
     except BaseException:
-        stop_group(proc)
+        stop_group(proc, grace=STOP_GRACE_S)
         raise
 
 
@@ -120,15 +125,16 @@ def recourselab_repro(root: str | Path, targets: Sequence[str] = (), *, name: st
     """``recourselab repro`` of ``targets`` (all stages when empty) in ``root``: the project checks,
     one Prefect server for the stages (``$PREFECT_API_URL`` when set: a served flow run has it), and
     SIGTERM handling; its stages' run-log records are read back."""
-    from recourselab.pipeline.summary import read_run_log
+    from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log
 
     root = Path(root)
-    env = {**os.environ, **(env or {})}
+    # This run's own record file: a name no earlier run (a reused pid, say) can have had.
+    run_log = root / ".recourselab" / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.jsonl"
+    env = {**os.environ, **(env or {}), RUN_LOG_ENV: str(run_log)}
     start = time.monotonic()
     stale = _stale(root, targets, env)
-    code, pid = _run([sys.executable, "-m", "recourselab.cli", "repro", *targets], root, env)
-    runs = tuple(r for log_file in sorted((root / ".recourselab" / "runs").glob(f"*-{pid}.jsonl"))
-                 for r in read_run_log(log_file))
+    code = _run([sys.executable, "-m", "recourselab.cli", "repro", *targets], root, env)
+    runs = tuple(read_run_log(run_log))
     ran = [f"{r['stage']}@{r['dataset']}" for r in runs]
     detail = (f"dvc repro {' '.join(targets) or '(all stages)'}: " + (f"ran {', '.join(ran)}" if ran else "nothing ran")
               + ("" if code == 0 else f"; exit status {code}"))
@@ -174,8 +180,8 @@ def push(root: str | Path, *, env: Mapping[str, str] | None = None) -> StepResul
     proc = subprocess.run([*dvc_command(), "push"], cwd=root, capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, check=False)
     if proc.returncode != 0:
-        raise RecourselabError(f"`dvc push` to {', '.join(names)} failed: "
-                               f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        last = ((proc.stderr or proc.stdout).strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise RecourselabError(f"`dvc push` to {', '.join(names)} failed: {last}")
     return StepResult("dvc push", "ok", f"pushed to {', '.join(names)}", time.monotonic() - start)
 
 
@@ -226,6 +232,15 @@ def _known(where: str, mapping: Mapping[str, Any], keys: Sequence[str]) -> None:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: {', '.join(keys)}")
 
 
+def _typed(where: str, value: Any, kind: type, what: str) -> Any:
+    """``value`` when it is a ``kind`` or missing (then an empty one), else a :class:`ConfigError`."""
+    if value is None:
+        return kind() if kind is not Mapping else {}
+    if not isinstance(value, kind) or isinstance(value, str):
+        raise ConfigError(f"{where} must be {what}, got {type(value).__name__} {value!r}")
+    return value
+
+
 def read_deployments(path: str | Path) -> list[DeploymentSpec]:
     """The deployments declared in ``prefect.yaml`` (unknown keys are refused, naming the valid ones)."""
     from recourselab.config import read_yaml
@@ -233,20 +248,27 @@ def read_deployments(path: str | Path) -> list[DeploymentSpec]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path} not found: `recourselab serve` reads the deployments of the project's prefect.yaml")
-    entries = (read_yaml(path) or {}).get("deployments") or []
+    document = read_yaml(path) or {}
+    entries = _typed(f"{path}: deployments", document.get("deployments") if isinstance(document, Mapping) else None,
+                     list, "a list")
     specs = []
     for i, entry in enumerate(entries):
         where = f"{path}: deployments[{i}]"
         if not isinstance(entry, Mapping) or "name" not in entry or "entrypoint" not in entry:
             raise ConfigError(f"{where} must be a mapping with at least `name` and `entrypoint`")
         _known(where, entry, DEPLOYMENT_KEYS)
-        schedules = tuple(dict(s) for s in entry.get("schedules") or [])
+        _typed(f"{where}.parameters", entry.get("parameters"), Mapping, "a mapping")
+        _typed(f"{where}.tags", entry.get("tags"), list, "a list")
+        schedules = _typed(f"{where}.schedules", entry.get("schedules"), list, "a list")
         for j, schedule in enumerate(schedules):
+            if not isinstance(schedule, Mapping):
+                raise ConfigError(f"{where}.schedules[{j}] must be a mapping (e.g. cron: \"0 2 * * *\")")
             _known(f"{where}.schedules[{j}]", schedule, SCHEDULE_KEYS)
             if sum(k in schedule for k in ("cron", "interval", "rrule")) != 1:
                 raise ConfigError(f"{where}.schedules[{j}] needs exactly one of cron, interval, rrule")
         specs.append(DeploymentSpec(name=str(entry["name"]), entrypoint=str(entry["entrypoint"]),
-                                    parameters=dict(entry.get("parameters") or {}), schedules=schedules,
+                                    parameters=dict(entry.get("parameters") or {}),
+                                    schedules=tuple(dict(s) for s in schedules),
                                     tags=tuple(entry.get("tags") or ()), description=entry.get("description")))
     if not specs:
         raise ConfigError(f"{path} declares no deployments")
