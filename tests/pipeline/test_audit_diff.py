@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -148,3 +149,63 @@ def test_fingerprints_name_input_code_and_params(tmp_path):
     assert sorted(zip(fp["kind"], fp["item"], strict=True)) == [
         ("code", "src/recourselab/densityflow"), ("input", f"data/prepared/{DATASET}"),
         ("output", f"data/recourse/{DATASET}"), ("params", "seeds")]
+
+
+def _rows(cf: list[float], valid: list[float]) -> Any:
+    import pandas as pd
+
+    from recourselab.report import audit as tables
+
+    n = len(cf)
+    return pd.DataFrame({"method": ["m"] * n, "seed": [0] * n, "row_id": list(range(n)), tables.OCCURRENCE: [0] * n,
+                         "valid": valid, f"{tables.CF}x": cf})
+
+
+def test_a_value_that_became_missing_moved_and_missing_validity_is_no_flip():
+    from recourselab.pipeline.audit_diff import row_diff
+
+    nan = float("nan")
+    out = row_diff(_rows([1.0, 2.0, nan], [nan, nan, 1.0]), _rows([1.0, nan, 3.0], [nan, nan, 1.0]), 1e-6)
+    assert out["status"].tolist() == ["same", "moved", "moved"]
+    assert out["move"].tolist()[1:] == [float("inf")] * 2
+
+
+def test_a_method_absent_at_b_fails_the_validity_gate():
+    from recourselab.pipeline.audit_diff import AuditDiff, metric_diff
+
+    metrics = metric_diff({"discover:mlp.validity": 0.8, "densityflow.validity": 1.0}, {"densityflow.validity": 1.0},
+                          0.0)
+    diff = AuditDiff(DATASET, "A", "B", metrics, *([None] * 2), None, None)
+    assert gate(diff, validity_drop=0.5, gap_limit=None) == [
+        f"{DATASET}: discover:mlp.validity was 0.8 at A and is absent at B"]
+
+
+def test_summary_method_lists_are_compared_per_method_and_setting():
+    from recourselab.pipeline.audit_diff import _flatten
+
+    flat = _flatten({"certified": 0.5, "methods": [{"method": "densityflow_r", "setting": "lean", "validity": 0.9},
+                                                   {"method": "nearest", "setting": "all", "validity": 1.0}]})
+    assert flat == {"certified": 0.5, "methods.densityflow_r/lean.validity": 0.9, "methods.nearest/all.validity": 1.0}
+
+
+def test_one_side_without_recourse_outputs_and_a_damaged_file_at_one_side(tmp_path):
+    from recourselab.errors import ArtifactError
+    from recourselab.pipeline.audit_diff import diff_roots
+
+    a, b = write_fixture(tmp_path / "a"), write_fixture(tmp_path / "b")
+    for folder in ("recourse", "discover", "evaluate"):  # A: only the prepared data (a revision before generate)
+        shutil.rmtree(a / "data" / folder / DATASET, ignore_errors=True)
+    diff = diff_roots(a, b, DATASET, AuditParams(), rev_a="old", rev_b="new")
+    assert diff.row_counts["added"] > 0 and diff.row_counts["removed"] == 0
+    (b / "data" / "metrics" / DATASET / "summary.json").write_text('{"certified": 0.')  # truncated
+    with pytest.raises(ArtifactError, match=f"{DATASET} at revision new .*summary.json"):
+        diff_roots(a, b, DATASET, AuditParams(), rev_a="old", rev_b="new")
+
+
+@pytest.mark.parametrize("value", ["nan", "-0.1", "inf", "x"])
+def test_gate_thresholds_must_be_finite_and_not_negative(value, capsys):
+    from recourselab.pipeline.audit_diff import run_command
+
+    with pytest.raises(SystemExit) as stop:
+        run_command(["A", "B", "--fail-if-validity-drops", value])
+    assert stop.value.code == 2 and "--fail-if-validity-drops" in capsys.readouterr().err

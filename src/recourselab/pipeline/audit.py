@@ -199,7 +199,7 @@ def build_audit(root: str | Path, dataset: str, params: Params, figure_dir: str 
     if not validity.empty:
         s.notes.append("DensityFlow: share of counterfactuals each ensemble member labels with the target, their "
                        "mean (validity_mean) and the share all members agree on (validity_unanimous). DISCOVER: "
-                       "share its model scores favourable (b(x') >= 0.5).")
+                       "share of counterfactuals its model scores favourable (score >= 0.5).")
         s.tables.append(("Validity per method and model", validity))
         cols = [c for c in validity.columns if c not in ("method", "rows", "seeds")]
         long = validity.melt(id_vars="method", value_vars=cols).dropna().sort_values("method", kind="stable")
@@ -264,7 +264,7 @@ def build_audit(root: str | Path, dataset: str, params: Params, figure_dir: str 
         for model in sorted({m for m, _ in run.discover}):
             frames = [f for (m, _), f in sorted(run.discover.items()) if m == model]
             out = pd.concat(frames)
-            samples = {"b(X) factual": out["factual_score"].to_numpy(float), "b(X') counterfactual":
+            samples = {"factual scores": out["factual_score"].to_numpy(float), "counterfactual scores":
                        out["score"].to_numpy(float), "y* target": out["target"].to_numpy(float)}
             s.figures.append(_figure(figure_dir / f"discover_{model}_output_cdf.png", lambda p, v=samples, m=model:
                                      cdf_figure(p, v, title=f"{dataset} / {m}: output CDFs", xlabel="score")))

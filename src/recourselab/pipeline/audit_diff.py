@@ -24,13 +24,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from recourselab.config import Params, load_params, parse_params
+from recourselab.config import Params, load_params, parse_params, read_yaml
 from recourselab.config.audit import AuditParams
 from recourselab.errors import ArtifactError, ConfigError, RecourselabError
-from recourselab.io import write_bytes
-from recourselab.pipeline.audit import load_run, lock_entries
+from recourselab.io import read_json, write_bytes
+from recourselab.pipeline.audit import load_run, lock_entries, read_lock
 from recourselab.report import audit as tables
 from recourselab.report.audit_html import Section, render_html
 
@@ -50,6 +49,10 @@ MAX_TABLE_ROWS = 40
 
 class RevisionError(RecourselabError):
     """A revision cannot be read (unknown revision, or its DVC outputs are in neither cache nor remote)."""
+
+
+class NoOutputsError(ArtifactError):
+    """A dataset has recourse outputs at neither revision (skipped when not asked for by name)."""
 
 
 def materialize(repo: str | Path, rev: str, dataset: str, dest: str | Path) -> Path:
@@ -110,10 +113,19 @@ def _params_at(root: Path) -> Params:
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of every leaf; a list of mappings is split per item, keyed by its ``method`` / ``setting``
+    (else its index); any other list is one value."""
     if isinstance(obj, dict):
         out: dict[str, Any] = {}
         for k, v in obj.items():
             out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    if isinstance(obj, list) and obj and all(isinstance(v, dict) for v in obj):
+        out = {}
+        for i, v in enumerate(obj):
+            name = "/".join(str(v[k]) for k in ("method", "setting") if k in v)
+            out.update(_flatten({k: x for k, x in v.items() if k not in ("method", "setting")} if name else v,
+                                f"{prefix}{name or i}."))
         return out
     return {prefix[:-1]: obj}
 
@@ -134,6 +146,8 @@ class AuditDiff:
     fingerprints: pd.DataFrame
     tolerance: float = 0.0
     failures: list[str] = field(default_factory=list)
+    #: Encoded counterfactual columns on one side only (a schema change: every common row then moved, by inf).
+    columns_changed: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
@@ -142,7 +156,8 @@ class AuditDiff:
         return {"dataset": self.dataset, "rev_a": self.rev_a, "rev_b": self.rev_b, "row_tolerance": self.tolerance,
                 "metrics": records(self.metrics),
                 "row_counts": self.row_counts, "rows": records(self.rows), "subgroup_gaps": records(self.gaps),
-                "fingerprints": records(self.fingerprints), "gate_failures": self.failures}
+                "fingerprints": records(self.fingerprints), "gate_failures": self.failures,
+                "columns_changed": self.columns_changed}
 
 
 def _status(a: float | None, b: float | None, tol: float) -> str:
@@ -158,7 +173,7 @@ def _metrics(root: Path, rows: pd.DataFrame, dataset: str) -> dict[str, float]:
     out = tables.headline(rows)
     summary = root / "data" / "metrics" / dataset / "summary.json"
     if summary.is_file():
-        for k, v in _flatten(json.loads(summary.read_text())).items():
+        for k, v in _flatten(read_json(summary)).items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 out[f"summary.{k}"] = float(v)
     return out
@@ -189,12 +204,14 @@ def row_diff(a: pd.DataFrame, b: pd.DataFrame, tol: float) -> pd.DataFrame:
         va = merged[[f"{c}_a" for c in cols]].to_numpy(float)
         vb = merged[[f"{c}_b" for c in cols]].to_numpy(float)
         move = np.nanmax(np.abs(vb - va), axis=1, initial=0.0)
+        move[(np.isnan(va) != np.isnan(vb)).any(axis=1)] = np.inf  # a value that became missing, or appeared
     schema_changed = {c for c in a.columns if c.startswith(tables.CF)} != {c for c in b.columns
                                                                           if c.startswith(tables.CF)}
     if schema_changed:
         move = np.where(both, np.inf, move)
     valid_a, valid_b = merged["valid_a"].astype(object), merged["valid_b"].astype(object)
-    flipped = both & (valid_a.astype(float) != valid_b.astype(float))
+    fa, fb = valid_a.astype(float), valid_b.astype(float)
+    flipped = both & (fa != fb) & ~(fa.isna() & fb.isna())  # NaN on both sides (no labels) is no flip
     status = np.select(
         [merged["_merge"] == "left_only", merged["_merge"] == "right_only", flipped, both & (move > tol),
          both & (move > 0)], ["removed", "added", "flipped", "moved", "noise"], default="same")
@@ -220,13 +237,12 @@ def fingerprint_diff(root_a: Path, root_b: Path, dataset: str) -> pd.DataFrame:
     stages (``data/...`` paths are inputs, the others code). Outputs: their ``dvc.lock`` outputs.
     """
     out = []
-    pa, pb = (_flatten(yaml.safe_load((r / "params.yaml").read_text()) or {}) if (r / "params.yaml").is_file()
+    pa, pb = (_flatten(read_yaml(r / "params.yaml") or {}) if (r / "params.yaml").is_file()
               else {} for r in (root_a, root_b))
     for key in sorted(set(pa) | set(pb)):
         if pa.get(key) != pb.get(key):
             out.append({"kind": "params", "stage": "params.yaml", "item": key, "a": pa.get(key), "b": pb.get(key)})
-    la, lb = (lock_entries(yaml.safe_load((r / "dvc.lock").read_text()) if (r / "dvc.lock").is_file() else None,
-                           dataset) for r in (root_a, root_b))
+    la, lb = (lock_entries(read_lock(r), dataset) for r in (root_a, root_b))
     la, lb = la[la["kind"] != "params"], lb[lb["kind"] != "params"]
     merged = la.merge(lb, on=["stage", "kind", "path"], how="outer", suffixes=("_a", "_b"))
     for r in merged.itertuples(index=False):
@@ -243,23 +259,36 @@ def _na(v: Any) -> Any:
 
 def diff_roots(root_a: Path, root_b: Path, dataset: str, audit: AuditParams, *, rev_a: str = "A",
                rev_b: str = "B") -> AuditDiff:
-    """The diff of the outputs of ``dataset`` materialised under ``root_a`` and ``root_b``."""
+    """The diff of the outputs of ``dataset`` materialised under ``root_a`` and ``root_b``.
+
+    Raises
+    ------
+    NoOutputsError
+        Neither side has recourse outputs of ``dataset``.
+    ArtifactError, ConfigError
+        A file of one side cannot be read; the message names its revision.
+    """
     sides = []
-    for root in (root_a, root_b):
-        run = load_run(root, dataset, _params_at(root))
-        rows = tables.row_table(run, audit)
-        subgroups = tables.subgroup_table(rows, tables.protected_features(run, audit), audit)
-        sides.append((rows, tables.gap_table(subgroups, rows, audit), _metrics(root, rows, dataset)))
+    for root, rev in ((root_a, rev_a), (root_b, rev_b)):
+        try:
+            run = load_run(root, dataset, _params_at(root))
+            rows = tables.row_table(run, audit)
+            subgroups = tables.subgroup_table(rows, tables.protected_features(run, audit), audit)
+            sides.append((rows, tables.gap_table(subgroups, rows, audit), _metrics(root, rows, dataset)))
+        except (ArtifactError, ConfigError) as err:
+            raise type(err)(f"{dataset} at revision {rev} (read into {root}): {err}") from err
     (rows_a, gaps_a, m_a), (rows_b, gaps_b, m_b) = sides
     if rows_a.empty and rows_b.empty:
-        raise ArtifactError(f"no recourse outputs of {dataset!r} at {rev_a} nor at {rev_b}: check --dataset "
+        raise NoOutputsError(f"no recourse outputs of {dataset!r} at {rev_a} nor at {rev_b}: check --dataset "
                             f"(and that data/recourse/{dataset} or data/discover/{dataset} is tracked there)")
     rows = row_diff(rows_a, rows_b, audit.row_tolerance)
+    cf_a, cf_b = ({c for c in r.columns if c.startswith(tables.CF)} for r in (rows_a, rows_b))
     counts = {s: int((rows["status"] == s).sum()) for s in ("same", "noise", "moved", "flipped", "added", "removed")}
     return AuditDiff(dataset=dataset, rev_a=rev_a, rev_b=rev_b, metrics=metric_diff(m_a, m_b, audit.metric_tolerance),
                      rows=rows[rows["status"] != "same"].reset_index(drop=True), row_counts=counts,
                      gaps=gap_diff(gaps_a, gaps_b, audit.metric_tolerance),
-                     fingerprints=fingerprint_diff(root_a, root_b, dataset), tolerance=audit.row_tolerance)
+                     fingerprints=fingerprint_diff(root_a, root_b, dataset), tolerance=audit.row_tolerance,
+                     columns_changed=sorted(cf_a ^ cf_b) if cf_a and cf_b else [])
 
 
 def diff_revisions(repo: str | Path, rev_a: str, rev_b: str, dataset: str, audit: AuditParams) -> AuditDiff:
@@ -276,8 +305,11 @@ def gate(diff: AuditDiff, *, validity_drop: float | None, gap_limit: float | Non
     out = []
     if validity_drop is not None:
         for r in diff.metrics.itertuples(index=False):
-            if r.metric.rsplit(".", 1)[-1] in ("validity", "validity_mean") and r.delta is not None \
-                    and not math.isnan(r.delta) and -r.delta > validity_drop:
+            if r.metric.rsplit(".", 1)[-1] not in ("validity", "validity_mean"):
+                continue
+            if r.status == "removed":  # a method that no longer produces outputs cannot pass a validity gate
+                out.append(f"{diff.dataset}: {r.metric} was {r.a:.4g} at {diff.rev_a} and is absent at {diff.rev_b}")
+            elif r.delta is not None and not math.isnan(r.delta) and -r.delta > validity_drop:
                 out.append(f"{diff.dataset}: {r.metric} dropped by {-r.delta:.4g} ({r.a:.4g} -> {r.b:.4g}), "
                            f"more than {validity_drop:g}")
     if gap_limit is not None:
@@ -322,6 +354,8 @@ def render_text(diff: AuditDiff) -> str:
              "headline numbers that differ:\n", _table(diff.metrics[diff.metrics["status"] != "same"]),
              f"counterfactual rows: {c['moved']} moved, {c['flipped']} validity flipped, {c['added']} added, "
              f"{c['removed']} removed; {c['noise']} numerical noise only; {c['same']} unchanged\n",
+             (f"encoded columns on one side only (a schema change; common rows count as moved): "
+              f"{', '.join(diff.columns_changed)}\n" if diff.columns_changed else ""),
              _table(real, MAX_TABLE_ROWS),
              f"rows that moved by at most the tolerance {diff.tolerance:g} (numerical noise, not change):\n",
              _table(diff.rows[diff.rows["status"] == "noise"], MAX_TABLE_ROWS),
@@ -329,6 +363,17 @@ def render_text(diff: AuditDiff) -> str:
              "fingerprints that differ:\n", _table(diff.fingerprints)]
     parts += [f"GATE FAILED: {f}\n" for f in diff.failures]
     return "".join(parts)
+
+
+def _limit(text: str) -> float:
+    """A gate's threshold: a finite number >= 0 (``nan`` would make the gate never trip)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number >= 0")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -341,11 +386,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--format", choices=("table", "json"), default="table")
     ap.add_argument("--out", type=Path, default=None, help="write the table or JSON here (default: stdout)")
     ap.add_argument("--html", type=Path, default=None, help="also write the diff as a self-contained HTML page")
-    ap.add_argument("--fail-if-validity-drops", type=float, default=None, metavar="X",
+    ap.add_argument("--fail-if-validity-drops", type=_limit, default=None, metavar="X",
                     help=f"exit {GATE_EXIT} if a method's validity falls by more than X (e.g. 0.02)")
-    ap.add_argument("--fail-if-subgroup-gap-exceeds", type=float, default=None, metavar="Y",
+    ap.add_argument("--fail-if-subgroup-gap-exceeds", type=_limit, default=None, metavar="Y",
                     help=f"exit {GATE_EXIT} if a validity gap between subgroups at REV_B exceeds Y (e.g. 0.1)")
-    ap.add_argument("--tolerance", type=float, default=None,
+    ap.add_argument("--tolerance", type=_limit, default=None,
                     help="row movement below which a change is noise (default: audit.row_tolerance)")
     ap.add_argument("--repo", type=Path, default=None, help="project root (default: the current project)")
     return ap
@@ -366,7 +411,7 @@ def run_command(argv: Sequence[str]) -> int:
     for dataset in args.dataset or params.datasets:
         try:
             diff = diff_revisions(repo, args.rev_a, args.rev_b, dataset, audit)
-        except ArtifactError as err:
+        except NoOutputsError as err:  # any other unreadable output fails the command: a gate must not skip it
             if args.dataset:  # asked for by name: an error
                 raise
             log.warning("%s; skipped", err)

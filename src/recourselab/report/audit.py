@@ -114,7 +114,7 @@ def row_table(run: RunOutputs, params: AuditParams) -> pd.DataFrame:
 
     Columns: ``method``, ``model`` (DISCOVER's model; None for DensityFlow), ``seed``, ``row_id``,
     ``occurrence`` (0 unless a row id repeats), ``valid`` (DensityFlow: every ensemble member labels the
-    target; DISCOVER: the model scores the counterfactual favourable, b(x') >= 0.5), ``valid_mean``
+    target; DISCOVER: the model scores the counterfactual favourable, at least 0.5), ``valid_mean``
     (share of members that label the target; DISCOVER: ``valid``), ``cost_l1``, ``cost_l2`` (encoded
     units), ``density`` (DensityFlow), ``certified`` (DISCOVER: the run's certificate; NaN for
     DensityFlow), ``attr__<feature>`` for each protected feature and the encoded ``cf__`` columns.
@@ -320,7 +320,7 @@ def subgroup_table(rows: pd.DataFrame, features: Sequence[str], params: AuditPar
     """
     out = []
     for name in features:
-        if rows[ATTR + name].isna().all():
+        if ATTR + name not in rows.columns or rows[ATTR + name].isna().all():  # e.g. no rows at all
             continue
         groups = subgroup_labels(rows, name, params)
         for (method, group), part in rows.groupby([rows["method"], groups], sort=True):
