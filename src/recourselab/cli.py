@@ -342,7 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("input", help="CSV file of rows in the dataset's original units, or - for standard input")
     sp.add_argument("--dataset", required=True, help="dataset whose artifacts explain the rows")
     sp.add_argument("--seed", type=int, default=0, help="seed of the artifacts (default 0)")
-    sp.add_argument("--method", choices=("densityflow", "discover"), default="densityflow")
+    sp.add_argument("--method", choices=("densityflow", "densityflow_r", "discover"), default="densityflow",
+                    help="densityflow (default): the distilled flow; densityflow_r: RobustFlow, which repairs "
+                         "counterfactuals some ensemble member rejects (more queries); discover: the rows as one "
+                         "population")
     sp.add_argument("--model", default=None, help="DISCOVER's model (default: first of discover.models tuned)")
     sp.add_argument("--budget", type=int, default=None,
                     help="most ensemble rows queried in total (default: as many as the rows need)")

@@ -15,7 +15,7 @@ from recourselab.config import dump_params, parse_params
 from recourselab.data import Schema
 from recourselab.densityflow import DensityFlow
 from recourselab.errors import DataError, MissingArtifactError, UnknownKeyError
-from recourselab.io import sha256_file
+from recourselab.io import sha256_file, write_parquet
 from recourselab.models import FitContext, fit_model, write_manifest
 from recourselab.models.ensemble import member_entry, model_filename
 from recourselab.pipeline.explain import ImmutableFeatureChanged, check_immutables, explain
@@ -59,6 +59,9 @@ def project(tmp_path_factory):
                         integer=["age", "hours"], immutable=["sex", "age"])
     schema.save(root / "prepared" / DATASET / "seed=0" / "schema.json")
     X, y = schema.transform(frame), schema.encode_target(frame["label"])
+    table = pd.DataFrame(X, columns=schema.encoded_columns).assign(y=y, row_id=np.arange(len(y)))
+    for split, rows in {"train": slice(60, None), "val": slice(0, 60), "test": slice(0, 60)}.items():
+        write_parquet(root / "prepared" / DATASET / "seed=0" / f"{split}.parquet", table.iloc[rows])
     ensemble_dir = root / "ensemble" / DATASET / "seed=0"
     ctx = FitContext(X_val=X[:60], y_val=y[:60], seed=0, n_classes=2)
     entries = {}
@@ -122,6 +125,44 @@ def test_good_rows_are_explained_and_each_bad_row_gets_its_own_error(project, ex
         if column is not None:
             assert r.error.count("column") == 1, r.error  # only the bad column is named
     assert explained.queries == 2 * 3  # one query for the target, one for the check, per good row
+
+
+def test_densityflow_r_repairs_with_anchors_and_is_checked_by_every_member(project, explained):
+    root, frame, _ = project
+    text = frame.iloc[:6].to_csv(index=False)
+    plain = explain(io.StringIO(text), dataset=DATASET, params=PARAMS, data_root=root)
+    robust = explain(io.StringIO(text), dataset=DATASET, method="densityflow_r", params=PARAMS, data_root=root)
+    assert robust.method == "densityflow_r" and robust.n_explained == 6
+    for r in robust.rows:
+        given = frame.iloc[r.row - 1]
+        assert r.counterfactual["age"] == given["age"] and r.counterfactual["sex"] == given["sex"]  # immutables
+        assert list(r.validity) == list(MEMBERS) and r.agreement == pytest.approx(np.mean(list(r.validity.values())))
+    unanimous = [r.agreement == 1 for r in robust.rows]
+    assert sum(unanimous) >= sum(r.agreement == 1 for r in plain.rows)  # the repair only fixes rows
+    assert robust.queries > plain.queries  # its search queries the ensemble on top of target and check
+    again = explain(io.StringIO(text), dataset=DATASET, method="densityflow_r", params=PARAMS, data_root=root)
+    assert [r.counterfactual for r in again.rows] == [r.counterfactual for r in robust.rows]  # deterministic
+
+
+def test_densityflow_r_under_a_small_budget_says_what_it_needs(project):
+    root, frame, _ = project
+    text = frame.iloc[:4].to_csv(index=False)
+    result = explain(io.StringIO(text), dataset=DATASET, method="densityflow_r", budget=9, params=PARAMS,
+                     data_root=root)
+    assert result.n_explained == 0 and result.queries == 4  # the target queries only
+    assert all("at least 3 queries per row (--budget 12 or more" in r.error for r in result.rows)
+    result = explain(io.StringIO(text), dataset=DATASET, method="densityflow_r", budget=12, params=PARAMS,
+                     data_root=root)
+    assert result.n_explained == 4 and result.queries <= 12 and all(r.validity is not None for r in result.rows)
+
+
+def test_the_command_offers_every_method():
+    from recourselab.cli import build_parser
+    from recourselab.pipeline.explain import METHODS
+
+    explain_parser = build_parser()._subparsers._group_actions[0].choices["explain"]
+    method = next(a for a in explain_parser._actions if a.dest == "method")
+    assert tuple(method.choices) == METHODS
 
 
 def test_every_feature_of_the_dataset_must_be_a_column(project):

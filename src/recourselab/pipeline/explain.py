@@ -11,6 +11,11 @@ goes through one :class:`~recourselab.models.BlackBox` and counts, in rows, agai
   accept them (per-model validity) and their share (agreement). A budget too small for all
   rows leaves the last rows without a target (not explained) or their counterfactuals
   unverified, each one said so.
+- ``densityflow_r``: RobustFlow (:class:`~recourselab.methods.robust.RobustFlow`) on the same flow,
+  at the ``default`` setting of ``evaluate.methods``: it queries the ensemble for each
+  counterfactual and repairs those some member rejects with anchors from the training rows, so it
+  needs the prepared training split and more queries. With ``--budget`` its search gets what the
+  target and check queries leave (at least one row each).
 - ``discover``: the valid rows are DISCOVER's factual population, explained on one model of the
   ensemble (``--model``, default the first of ``discover.models`` it holds) with the ``discover``
   settings of params.yaml. Each row's counterfactual is checked by the ensemble members and the
@@ -43,12 +48,13 @@ log = logging.getLogger(__name__)
 
 #: The BlackBox budget that every query of ``explain`` counts against.
 BUDGET = "explain"
-METHODS = ("densityflow", "discover")
+METHODS = ("densityflow", "densityflow_r", "discover")
 #: Artifact folder -> (file that marks it complete, stage that writes it, what it holds).
 ARTIFACTS = {"prepared": ("schema.json", "prepare", "prepared schema"),
              "ensemble": ("manifest.json", "tune_ensemble", "tuned ensemble"),
              "distill": ("densityflow.json", "distill", "distilled DensityFlow")}
-NEEDS = {"densityflow": ("prepared", "ensemble", "distill"), "discover": ("prepared", "ensemble")}
+NEEDS = {"densityflow": ("prepared", "ensemble", "distill"), "densityflow_r": ("prepared", "ensemble", "distill"),
+         "discover": ("prepared", "ensemble")}
 
 
 class ImmutableFeatureChanged(RecourselabError, AssertionError):
@@ -174,9 +180,10 @@ def _verify(box: BlackBox, rows: list[RowResult], X: np.ndarray, targets: np.nda
 
 
 def run_densityflow(schema: Schema, box: BlackBox, flow: Any, valid: pd.DataFrame,
-                    budget: int | None) -> list[RowResult]:
+                    budget: int | None, robust: Any = None) -> list[RowResult]:
     """DensityFlow counterfactuals of the ``valid`` rows (original units), towards the other class
-    of the ensemble's majority label, verified by the ensemble."""
+    of the ensemble's majority label, verified by the ensemble; with ``robust`` (a RobustFlow on
+    ``flow``) its repaired counterfactuals instead."""
     inputs = valid.to_dict(orient="index")
     rows = [RowResult(row=int(r), input=inputs[r]) for r in valid.index]
     n = _affordable(box, len(rows))
@@ -189,13 +196,24 @@ def run_densityflow(schema: Schema, box: BlackBox, flow: Any, valid: pd.DataFram
     X = schema.transform(valid.iloc[:n])
     majority = box.query(X, budget=BUDGET).majority
     target = 1 - majority  # the other class (explain() checks that the data are binary)
-    res = flow.generate(X, target=target)
-    check_immutables(schema, X, res.counterfactuals)
-    decoded = schema.inverse_transform(res.counterfactuals)
+    if robust is None:
+        cf = flow.generate(X, target=target).counterfactuals
+    else:
+        left = box.remaining(BUDGET)
+        search = None if left is None else left - n  # what the check of the counterfactuals leaves
+        if search is not None and search < n:
+            for r in rows[:n]:
+                r.error = (f"not explained: densityflow_r checks each counterfactual during its search and again "
+                           f"after it, so it needs at least 3 queries per row (--budget {3 * len(rows)} or more; "
+                           "its anchor repair uses any surplus)")
+            return rows
+        cf = robust.explain(X, target, budget=search).counterfactuals
+    check_immutables(schema, X, cf)
+    decoded = schema.inverse_transform(cf)
     for i, r in enumerate(rows[:n]):
         r.counterfactual, r.changed = counterfactual_values(schema, r.input, decoded.iloc[i])
         r.prediction, r.target = schema.classes[majority[i]], schema.classes[target[i]]
-    _verify(box, rows[:n], res.counterfactuals, target, budget)
+    _verify(box, rows[:n], cf, target, budget)
     return rows
 
 
@@ -300,19 +318,26 @@ def explain(source: str | Path | TextIO, *, dataset: str, seed: int = 0, method:
     names = members + ([chosen] if chosen is not None and chosen not in members else [])
     box = load_ensemble(dirs["ensemble"], names, schema=schema, seed=seed,
                         budgets=None if budget is None else {BUDGET: budget})
-    flow = None
-    if method == "densityflow":
+    flow = robust = None
+    if method in ("densityflow", "densityflow_r"):
         from recourselab.densityflow import DensityFlow
 
         flow = DensityFlow.load(dirs["distill"], schema=schema, device=device)
         flow.with_settings(n_starts=params.generate.n_starts, jitter=params.generate.jitter)
+    if method == "densityflow_r":
+        from recourselab.data import load_prepared
+        from recourselab.methods.robust import RobustFlow
+
+        X_train, y_train = load_prepared(dirs["prepared"]).arrays("train")
+        setting = params.evaluate.methods.get("densityflow_r", {}).get("default", {})
+        robust = RobustFlow(flow, box, X_train, y_train, schema=schema, budget_name=BUDGET, **setting)
     frame = read_rows(source)
     valid, errors = check_rows(frame, schema)
     for row, message in errors.items():
         log.warning("row %d: %s", row, message)
     done, cert = [], None
     if len(valid) and flow is not None:
-        done = run_densityflow(schema, box, flow, valid, budget)
+        done = run_densityflow(schema, box, flow, valid, budget, robust)
     elif len(valid):
         done, cert = run_discover(schema, box, chosen, valid, params, dataset, seed, budget)
     given = [c for c in schema.feature_names if c in frame.columns]
