@@ -140,6 +140,10 @@ def test_densityflow_r_repairs_with_anchors_and_is_checked_by_every_member(proje
     unanimous = [r.agreement == 1 for r in robust.rows]
     assert sum(unanimous) >= sum(r.agreement == 1 for r in plain.rows)  # the repair only fixes rows
     assert robust.queries > plain.queries  # its search queries the ensemble on top of target and check
+    split = sum(r.agreement < 1 for r in plain.rows)
+    hint = "`--method densityflow_r` repairs such counterfactuals"
+    assert (hint in render(plain, "table")) == (split > 0)
+    assert hint not in render(robust, "table") and "RobustFlow (densityflow_r), checked by" in render(robust, "table")
     again = explain(io.StringIO(text), dataset=DATASET, method="densityflow_r", params=PARAMS, data_root=root)
     assert [r.counterfactual for r in again.rows] == [r.counterfactual for r in robust.rows]  # deterministic
 

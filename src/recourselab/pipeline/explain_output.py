@@ -69,14 +69,19 @@ def _row_lines(r: RowResult) -> list[str]:
 
 def render_table(result: Explanation) -> str:
     """The readable report: a header, each row's changed features and validity, a summary line."""
-    what = f"DISCOVER on {result.model}, checked by" if result.method == "discover" else "DensityFlow, checked by"
-    lines = [f"explain {result.dataset} seed={result.seed}: {what} {', '.join(result.members)}"]
+    what = {"discover": f"DISCOVER on {result.model}", "densityflow_r": "RobustFlow (densityflow_r)"}.get(
+        result.method, "DensityFlow")
+    lines = [f"explain {result.dataset} seed={result.seed}: {what}, checked by {', '.join(result.members)}"]
     if result.certification is not None:
         lines.append(_certificate(result.certification))
     for r in result.rows:
         lines += _row_lines(r)
     lines.append(f"{result.n_explained} of {len(result.rows)} rows explained; {result.queries} rows sent to the "
                  f"models ({_budget(result)})")
+    split = sum(r.agreement is not None and r.agreement < 1 for r in result.rows)
+    if split and result.method == "densityflow":
+        lines.append(f"{split} counterfactual(s) are rejected by some model; `--method densityflow_r` repairs such "
+                     "counterfactuals with the ensemble's help (more queries)")
     return "\n".join(lines) + "\n"
 
 
