@@ -195,7 +195,7 @@ def dump_params(params: Params) -> str:
     """YAML text of ``params`` in declaration order (what ``params.yaml`` holds)."""
     header = (
         f"# recourselab parameters, profile {params.profile!r}.\n"
-        "# Switch profile with `recourselab profile NAME`; every key is documented in README.md.\n"
+        "# Switch profile with `recourselab profile NAME`; every key is documented in docs/reference/parameters.md.\n"
     )
     return header + yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
 
