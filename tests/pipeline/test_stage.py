@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -92,6 +93,64 @@ def test_staging_left_by_a_killed_run_is_removed(tmp_path):
     with staged_outputs(out, "moons") as (staged_out, _metrics):
         (staged_out / "moons").mkdir()
     assert not dead.exists() and alive.exists()
+
+
+def test_outputs_a_killed_run_had_moved_aside_are_restored(tmp_path):
+    out, _ = _old_outputs(tmp_path)
+    dead = out / ".moons.staging-999999999-abc"  # killed between moving data/<stage>/moons aside and the swap
+    dead.mkdir()
+    os.rename(out / "moons", dead / "previous")
+    before = _tree(dead / "previous")
+    with pytest.raises(DataError):
+        with staged_outputs(out, "moons"):
+            raise DataError("this run fails too")
+    assert _tree(out / "moons") == before and not dead.exists()
+
+
+def test_a_sigterm_during_the_swap_lands_after_it(tmp_path, monkeypatch):
+    import signal
+
+    out, metrics = _old_outputs(tmp_path)
+    real_rename, calls = os.rename, []
+
+    def rename_then_sigterm(src, dst):
+        real_rename(src, dst)
+        calls.append(dst)
+        if len(calls) == 1:  # the old outputs were just moved aside
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = _common._exit_on_sigterm()
+    try:
+        monkeypatch.setattr(_common.os, "rename", rename_then_sigterm)
+        with pytest.raises(SystemExit) as stop:
+            with staged_outputs(out, "moons", metrics) as (staged_out, staged_metrics):
+                (staged_out / "moons").mkdir()
+                (staged_out / "moons" / "model.txt").write_text("new model")
+                (staged_metrics / "moons").mkdir(parents=True)
+                (staged_metrics / "moons" / "stage.json").write_text('{"new": 1}')
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert stop.value.code == 143 and len(calls) == 2  # both renames ran before the signal was handled
+    assert _tree(out / "moons") == {"model.txt": b"new model"}
+    assert (metrics / "moons" / "stage.json").read_text() == '{"new": 1}'
+
+
+def test_a_failed_swap_keeps_the_old_outputs(tmp_path, monkeypatch):
+    out, metrics = _old_outputs(tmp_path)
+    before = _tree(out / "moons")
+    real_rename = os.rename
+
+    def fail_second(src, dst):
+        if Path(src).parent.name == "out":  # moving the new outputs in (from <staging>/out/moons)
+            raise OSError("disk went away")
+        real_rename(src, dst)
+
+    monkeypatch.setattr(_common.os, "rename", fail_second)
+    with pytest.raises(OSError, match="disk went away"):
+        with staged_outputs(out, "moons", metrics) as (staged_out, _metrics):
+            (staged_out / "moons").mkdir()
+    monkeypatch.setattr(_common.os, "rename", real_rename)
+    assert _tree(out / "moons") == before
 
 
 def _stage(tmp_path, monkeypatch, body):

@@ -138,6 +138,35 @@ def _owner_alive(folder: Path) -> bool:
 
 
 @contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGTERM and SIGINT back until the block ends, then deliver them to the handlers in place
+    before: the swap of a stage's outputs is a few renames that must not be cut in half. (Python runs
+    signal handlers in the main thread; off it, nothing is changed.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    before = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum))
+              for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        for signum in pending:
+            signal.raise_signal(signum)
+
+
+def _restore_previous(staging: Path, final: Path) -> None:
+    """Put the last good outputs back when a run stopped between moving them aside and moving the new
+    ones in (``final`` is missing while ``<staging>/previous`` holds them)."""
+    previous = staging / "previous"
+    if previous.is_dir() and not final.exists():
+        os.rename(previous, final)
+        log.warning("restored %s from %s, where an interrupted run had moved it aside", final, previous)
+
+
+@contextmanager
 def staged_outputs(out_root: Path, dataset: str, metrics_root: Path | None = None,
                    *, keep: bool = False) -> Iterator[tuple[Path, Path]]:
     """Let a stage write its outputs into a staging folder; swap them in only when it succeeds.
@@ -165,11 +194,13 @@ def staged_outputs(out_root: Path, dataset: str, metrics_root: Path | None = Non
     out_root = Path(out_root)
     created = not out_root.exists()
     out_root.mkdir(parents=True, exist_ok=True)
+    final = out_root / dataset
     for old in out_root.glob(f".{dataset}.{STAGING_PREFIX}-*"):  # left behind by a killed run
         if old.is_dir() and not _owner_alive(old):
+            _restore_previous(old, final)
             shutil.rmtree(old, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dataset}.{STAGING_PREFIX}-{os.getpid()}-", dir=out_root))
-    final, previous = out_root / dataset, staging / "previous"
+    previous = staging / "previous"
     ready: list[tuple[Path, Path]] = []  # (temporary copy beside the target, target) of each metrics file
     try:
         staged_out, staged_metrics = staging / "out", staging / "metrics"
@@ -189,19 +220,16 @@ def staged_outputs(out_root: Path, dataset: str, metrics_root: Path | None = Non
             ready.append((Path(tmp), target))
             shutil.copyfile(staged, tmp)
             os.chmod(tmp, FILE_MODE)
-        if final.exists():
-            os.rename(final, previous)
-        try:
+        with _signals_deferred():  # a Ctrl-C or SIGTERM lands after the swap, not inside it
+            if final.exists():
+                os.rename(final, previous)
             os.rename(new, final)
-        except BaseException:
-            if previous.exists():
-                os.rename(previous, final)
-            raise
-        for tmp, target in ready:
-            os.replace(tmp, target)
+            for tmp, target in ready:
+                os.replace(tmp, target)
     finally:
         for tmp, _ in ready:
             tmp.unlink(missing_ok=True)
+        _restore_previous(staging, final)  # a swap that failed half-way keeps the last good outputs
         shutil.rmtree(staging, ignore_errors=True)
         if created and not any(out_root.iterdir()):
             out_root.rmdir()
