@@ -166,6 +166,18 @@ def _stage(tmp_path, monkeypatch, body):
     return main, log
 
 
+def test_an_os_error_is_one_line_and_exit_1(tmp_path, monkeypatch, caplog):
+    def full_disk():
+        raise OSError(28, "No space left on device")
+
+    main, log = _stage(tmp_path, monkeypatch, full_disk)
+    assert main([]) == 1
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert [r.getMessage() for r in errors] == [
+        "OSError: [Errno 28] No space left on device (the last good outputs are kept)"]
+    assert errors[0].exc_info is None and read_run_log(log)[0]["status"] == "failed"
+
+
 def test_the_run_log_records_outcome_counts_and_wall_time(tmp_path, monkeypatch):
     class R:
         def __init__(self, cached):

@@ -249,7 +249,7 @@ def _exit_on_sigterm() -> Any:
 
 
 def guarded(main):  # noqa: ANN001, ANN201 - decorator
-    """Turn recourselab errors into a one-line message and exit status 1; append the stage's
+    """Turn recourselab errors and OS errors into a one-line message and exit status 1; append the stage's
     outcome and wall time to the run log (``$RECOURSELAB_RUN_LOG``, set by `recourselab repro`)."""
 
     def wrapper(argv: list[str] | None = None) -> int:
@@ -261,6 +261,10 @@ def guarded(main):  # noqa: ANN001, ANN201 - decorator
             return code
         except RecourselabError as err:
             log.error("%s", err)
+            return 1
+        except OSError as err:  # a full disk, a read-only --out, an unreachable Dask scheduler...
+            log.error("%s: %s (the last good outputs are kept)", type(err).__name__, err)
+            log.debug("traceback", exc_info=True)
             return 1
         except RuntimeError as err:
             if "ephemeral Prefect API server" not in str(err):
