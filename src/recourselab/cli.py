@@ -205,7 +205,7 @@ def repro(dvc_args: list[str]) -> int:
     nothing changed); then a summary per dataset. SIGTERM / Ctrl-C stop the server and DVC."""
     from recourselab.orchestration import DASK_ADDRESS_ENV
     from recourselab.pipeline.preflight import check_project, missing_notes
-    from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log, render_summary
+    from recourselab.pipeline.summary import RUN_LOG_ENV, new_run_log, read_run_log, render_summary
     from recourselab.prefect_server import local_server
 
     root = project_root()
@@ -221,8 +221,7 @@ def repro(dvc_args: list[str]) -> int:
     for level, note in missing_notes(root):
         log.log(level, "%s", note + (" (otherwise this run rebuilds them)" if level >= logging.WARNING else ""))
     # A caller that reads the records back (the scheduled flow) names the file; else a new one per run.
-    run_log = Path(env.get(RUN_LOG_ENV) or
-                   root / ".recourselab" / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.jsonl")
+    run_log = Path(env.get(RUN_LOG_ENV) or new_run_log(root, str(os.getpid())))
     env[RUN_LOG_ENV] = str(run_log)
     start = time.monotonic()
     stale = None
@@ -260,9 +259,10 @@ def switch_profile(name: str, params_path: Path | None) -> int:
 
     root = project_root()
     params_path = root / "params.yaml" if params_path is None else params_path
-    if params_path.is_dir() or not params_path.parent.is_dir():
-        raise ConfigError(f"--params {params_path}: " + ("is a folder; give a file path" if params_path.is_dir()
-                                                          else f"its folder {params_path.parent} does not exist"))
+    if params_path.is_dir():
+        raise ConfigError(f"--params {params_path} is a folder; give a file path")
+    if not params_path.parent.is_dir():
+        raise ConfigError(f"--params {params_path}: its folder {params_path.parent} does not exist")
     current = None
     if params_path.is_file():
         try:

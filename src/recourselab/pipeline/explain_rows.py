@@ -45,28 +45,13 @@ def _text(source: str | Path | TextIO) -> str:
         raise DataError(f"cannot read the input {source}: {err.strerror or err}") from None
 
 
-def _check_shape(text: str, name: str) -> None:
-    """Refuse a header that names a column twice and a data line with more fields than the header.
-
-    pandas would rename a repeated column (``age``, ``age.1``) and read the first column of lines
-    with one field too many as the index, shifting every value by a column: both silently.
-    """
-    try:
-        lines = csv.reader(io.StringIO(text), skipinitialspace=True)
-        header = [c.strip() for c in next(lines, [])]
-        repeated = sorted({c for c in header if header.count(c) > 1})
-        if repeated:
-            raise DataError(f"{name}: the header names column(s) {', '.join(map(repr, repeated))} more than once")
-        for fields in lines:
-            if len(fields) > len(header):
-                raise DataError(f"{name}, line {lines.line_num}: {len(fields)} fields, but the header names "
-                                f"{len(header)} columns (a trailing comma, or a comma inside an unquoted value?)")
-    except csv.Error as err:
-        raise DataError(f"{name} is not a readable CSV file: {err}") from None
-
-
 def read_rows(source: str | Path | TextIO) -> pd.DataFrame:
     """Every cell of a CSV as text, one frame row per data line, indexed by row number from 1.
+
+    The file is parsed once, by the ``csv`` module: a header naming a column twice and a line with
+    more fields than the header are refused (pandas would rename the second column, or read the
+    first column of such lines as the index and shift every value by a column, both silently); a
+    shorter line gets empty cells.
 
     Parameters
     ----------
@@ -84,21 +69,26 @@ def read_rows(source: str | Path | TextIO) -> pd.DataFrame:
         twice, or has a line with more fields than the header.
     """
     name = "standard input" if str(source) == "-" else str(getattr(source, "name", source))
-    text = _text(source)
-    _check_shape(text, name)
+    lines = csv.reader(io.StringIO(_text(source)), skipinitialspace=True)
     try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_filter=False,
-                            skip_blank_lines=False, skipinitialspace=True, index_col=False)
-    except pd.errors.EmptyDataError:
-        raise DataError(f"{name} is empty: expected a header line with the dataset's column names, "
-                        "then one row per line") from None
-    except pd.errors.ParserError as err:
-        raise DataError(f"{name} is not a readable CSV file: {str(err).strip()}") from None
-    if frame.empty:
+        header = [c.strip() for c in next(lines, [])]
+        if not any(header):
+            raise DataError(f"{name} is empty: expected a header line with the dataset's column names, "
+                            "then one row per line")
+        repeated = sorted({c for c in header if c and header.count(c) > 1})
+        if repeated:
+            raise DataError(f"{name}: the header names column(s) {', '.join(map(repr, repeated))} more than once")
+        rows = []
+        for fields in lines:
+            if len(fields) > len(header):
+                raise DataError(f"{name}, line {lines.line_num}: {len(fields)} fields, but the header names "
+                                f"{len(header)} columns (a trailing comma, or a comma inside an unquoted value?)")
+            rows.append(fields + [""] * (len(header) - len(fields)))
+    except csv.Error as err:
+        raise DataError(f"{name} is not a readable CSV file: {err}") from None
+    if not rows:
         raise DataError(f"{name} has a header but no rows to explain")
-    frame.columns = [str(c).strip() for c in frame.columns]
-    frame.index = pd.RangeIndex(1, len(frame) + 1, name="row")
-    return frame
+    return pd.DataFrame(rows, columns=header, dtype=str, index=pd.RangeIndex(1, len(rows) + 1, name="row"))
 
 
 def _number(f: Feature, value: float) -> str:

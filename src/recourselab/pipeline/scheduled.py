@@ -125,11 +125,10 @@ def recourselab_repro(root: str | Path, targets: Sequence[str] = (), *, name: st
     """``recourselab repro`` of ``targets`` (all stages when empty) in ``root``: the project checks,
     one Prefect server for the stages (``$PREFECT_API_URL`` when set: a served flow run has it), and
     SIGTERM handling; its stages' run-log records are read back."""
-    from recourselab.pipeline.summary import RUN_LOG_ENV, read_run_log
+    from recourselab.pipeline.summary import RUN_LOG_ENV, new_run_log, read_run_log
 
     root = Path(root)
-    # This run's own record file: a name no earlier run (a reused pid, say) can have had.
-    run_log = root / ".recourselab" / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}.jsonl"
+    run_log = new_run_log(root, uuid.uuid4().hex[:12])  # a name no earlier run (a reused pid, say) had
     env = {**os.environ, **(env or {}), RUN_LOG_ENV: str(run_log)}
     start = time.monotonic()
     stale = _stale(root, targets, env)
@@ -233,10 +232,8 @@ def _known(where: str, mapping: Mapping[str, Any], keys: Sequence[str]) -> None:
 
 
 def _typed(where: str, value: Any, kind: type, what: str) -> Any:
-    """``value`` when it is a ``kind`` or missing (then an empty one), else a :class:`ConfigError`."""
-    if value is None:
-        return kind() if kind is not Mapping else {}
-    if not isinstance(value, kind) or isinstance(value, str):
+    """``value`` when it is missing or a ``kind``, else a :class:`ConfigError`."""
+    if value is not None and not isinstance(value, kind):
         raise ConfigError(f"{where} must be {what}, got {type(value).__name__} {value!r}")
     return value
 
@@ -250,7 +247,7 @@ def read_deployments(path: str | Path) -> list[DeploymentSpec]:
         raise ConfigError(f"{path} not found: `recourselab serve` reads the deployments of the project's prefect.yaml")
     document = read_yaml(path) or {}
     entries = _typed(f"{path}: deployments", document.get("deployments") if isinstance(document, Mapping) else None,
-                     list, "a list")
+                     list, "a list") or []
     specs = []
     for i, entry in enumerate(entries):
         where = f"{path}: deployments[{i}]"
@@ -259,7 +256,7 @@ def read_deployments(path: str | Path) -> list[DeploymentSpec]:
         _known(where, entry, DEPLOYMENT_KEYS)
         _typed(f"{where}.parameters", entry.get("parameters"), Mapping, "a mapping")
         _typed(f"{where}.tags", entry.get("tags"), list, "a list")
-        schedules = _typed(f"{where}.schedules", entry.get("schedules"), list, "a list")
+        schedules = _typed(f"{where}.schedules", entry.get("schedules"), list, "a list") or []
         for j, schedule in enumerate(schedules):
             if not isinstance(schedule, Mapping):
                 raise ConfigError(f"{where}.schedules[{j}] must be a mapping (e.g. cron: \"0 2 * * *\")")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,11 @@ log = logging.getLogger(__name__)
 
 #: Environment variable naming the run log (a JSON-lines file) that the stages append to.
 RUN_LOG_ENV = "RECOURSELAB_RUN_LOG"
+
+
+def new_run_log(root: str | Path, tag: str) -> Path:
+    """A new run log's path, ``<root>/.recourselab/runs/<start time>-<tag>.jsonl``."""
+    return Path(root) / ".recourselab" / "runs" / f"{time.strftime('%Y%m%dT%H%M%S')}-{tag}.jsonl"
 
 
 def append_stage_run(path: str | Path, record: Mapping[str, Any]) -> None:
