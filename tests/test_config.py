@@ -92,7 +92,7 @@ def test_custom_dataset_declaration_typo_names_nested_section():
     msg = str(info.value)
     assert "unknown key 'data.custom.mine.pth' in section 'data.custom.mine'" in msg
     assert "did you mean 'path'?" in msg
-    assert "valid keys: path, target, favourable, categorical, integer, immutable, drop, sha256, sep" in msg
+    assert "valid keys: path, target, favourable, categorical, integer, immutable, monotone, drop, sha256, sep" in msg
     # the required key that the typo hid is reported too
     assert "data.custom.mine.path: Field required" in msg
 
@@ -379,14 +379,13 @@ def test_train_flow_per_dataset_errors_name_the_problem(override, pattern):
 # ---------------------------------------------------------------------------- per-dataset discover
 def test_discover_per_dataset_replaces_solver_settings_of_that_dataset_only():
     default = parse_params({}).discover
-    assert default.solver.actionability == {}  # ages only grow where a dataset has one
-    assert default.solver_for("compas").actionability == {"age": "increasing"}
-    assert default.solver_for("german").actionability == {"age_in_years": "increasing"}
-    assert default.solver_for("heloc") == default.solver
+    assert default.solver.actionability == {}  # ages only grow through the schema (prepare.monotone)
+    assert default.solver_for("compas").eta_r == 1.0
+    assert default.solver_for("german") == default.solver_for("heloc") == default.solver
     p = parse_params({"discover": {"solver": {"step": 0.3}, "per_dataset": {"heloc": {"step_range": "factuals"}}}})
     heloc, compas = p.discover.solver_for("heloc"), p.discover.solver_for("compas")
     assert (heloc.step_range, heloc.step) == ("factuals", 0.3)
-    assert (compas.step_range, compas.actionability) == ("training", {})  # a given mapping replaces the default
+    assert (compas.step_range, compas.eta_r) == ("training", default.solver.eta_r)  # a given mapping replaces it
 
 
 @pytest.mark.parametrize(("override", "pattern"), [
@@ -500,7 +499,8 @@ def test_custom_dataset_contract_errors_name_the_key(decl, pattern):
 # ---------------------------------------------------------------------------- a profile switch keeps the user's data
 USER = {"datasets": ["moons", "mine"], "seeds": [4],
         "data": {"dir": "/srv/data", "custom": {"mine": {**CUSTOM_OK, "immutable": ["age"]}}},
-        "prepare": {"immutable": {"mine": ["sex"], "adult": []}}}
+        "prepare": {"immutable": {"mine": ["sex"], "adult": []},
+                    "monotone": {"mine": {"age": "increasing"}, "adult": {"age": None}}}}
 
 
 @pytest.mark.parametrize("name", ["default", "tiny", "paper"])
@@ -511,6 +511,7 @@ def test_a_profile_keeps_the_data_section_and_custom_datasets(name):
     assert p.data.dir == Path("/srv/data") and list(p.data.custom) == ["mine"]  # ...with the user's data
     assert p.datasets == [*profile.datasets, "mine"]
     assert p.prepare.immutable == {**profile.prepare.immutable, "mine": ["sex"]}
+    assert p.prepare.monotone == {**profile.prepare.monotone, "mine": {"age": "increasing"}}
 
 
 def test_a_profile_without_current_params_or_user_data_is_the_profile():

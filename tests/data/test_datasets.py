@@ -113,6 +113,20 @@ def test_registry_immutables(registry_data, name, immutable):
     assert {f.name for f in prepared.schema.features if f.immutable} == immutable
 
 
+def test_ages_only_grow_by_default_and_a_profile_can_lift_the_rule(registry_data):
+    _, prepared = registry_data["adult"]
+    assert {f.name: f.monotone for f in prepared.schema.features if f.monotone} == {"age": "increasing"}
+    assert dataset_spec("german", parse_params({})).monotone == (("age_in_years", "increasing"),)
+    lifted = parse_params({"prepare": {"monotone": {"compas": {"age": None}, "moons": {"x0": "decreasing"}}}})
+    assert dataset_spec("compas", lifted).monotone == ()
+    assert dataset_spec("moons", lifted).monotone == (("x0", "decreasing"),)
+    assert dataset_spec("adult", lifted).monotone == (("age", "increasing"),)  # not listed: declared rules
+    with pytest.raises(DataError, match=r"unknown monotone direction\(s\) \['up'\]; valid: increasing, decreasing"):
+        load_dataset("moons", n_synthetic=100, monotone={"x0": "up"})
+    with pytest.raises(DataError, match=r"monotone rules for \['nope'\]"):
+        prepare_splits(load_dataset("moons", n_synthetic=100, monotone={"nope": "increasing"}), 0, (0.6, 0.2, 0.2))
+
+
 @pytest.mark.parametrize(("name", "dropped"), [
     ("adult", {"fnlwgt", "education"}),
     ("compas", {"name", "first", "last", "dob", "id", "c_case_number", "score_text",

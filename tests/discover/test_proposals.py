@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from recourselab.discover.proposals import ProposalSpace, embedding_dim, sample_cone
+from recourselab.discover.proposals import ProposalSpace, actionability_rules, embedding_dim, sample_cone
 from recourselab.discover.settings import DiscoverSettings
 from recourselab.errors import ConfigError, DataError
 
@@ -242,3 +242,18 @@ def test_pull_back_through_the_identity_embed_is_the_encoded_guidance(toy):
         cur = cat.levels_of(toy.factuals[rows])
         want = (cat.phases[None] - cat.phases[cur][:, None]) @ (-g[:, list(cat.cols)])[..., None]
         assert np.allclose(s - s[np.arange(5), cur][:, None], want[..., 0], atol=1e-12)
+
+
+def test_schema_monotone_features_are_actionability_rules_that_settings_can_override(toy):
+    import dataclasses
+
+    feats = tuple(dataclasses.replace(f, monotone="increasing" if f.name == "age" else None)
+                  for f in toy.schema.features)
+    ruled = dataclasses.replace(toy, schema=dataclasses.replace(toy.schema, features=feats))
+    assert actionability_rules(ruled.schema, DiscoverSettings()) == {"age": "increasing"}
+    assert actionability_rules(ruled.schema, DiscoverSettings(actionability={"age": "fixed"})) == {"age": "fixed"}
+    rows, cands = _propose(ruled, _space(ruled, step=1.0), M=300)
+    col = ruled.schema.slices()["age"].start
+    assert (cands[..., col] >= ruled.factuals[rows][:, col] - 1e-12).all()
+    _, free = _propose(toy, _space(toy, step=1.0), M=300)
+    assert (free[..., col] < toy.factuals[rows][:, col] - 1e-12).any()  # without the rule ages do fall

@@ -13,6 +13,7 @@ from recourselab.metrics.recourse import (
     ROW_COLUMNS,
     TABLE_KEYS,
     immutable_violations,
+    monotone_violations,
     rows_frame,
     score_counterfactuals,
     summarize_scores,
@@ -67,6 +68,21 @@ def test_immutable_violations_count_rows_not_cells():
     assert immutable_violations(X, C, np.zeros(4, bool)) == 0
     with pytest.raises(DataError, match="mask"):
         immutable_violations(X, C, np.zeros(3, bool))
+
+
+def test_monotone_violations_count_rows_that_moved_the_forbidden_way():
+    X = np.zeros((4, 3))
+    C = X.copy()
+    C[0, 0] = -1.0   # fell: breaks "increasing"
+    C[1, 0] = 2.0    # rose: fine
+    C[2, 1] = 3.0    # rose: breaks "decreasing"
+    C[3, 2] = -9.0   # no rule
+    signs = np.array([1, -1, 0])
+    assert monotone_violations(X, C, signs) == 2
+    assert monotone_violations(X, C, np.zeros(3, int)) == 0
+    assert monotone_violations(X, X - 1e-12, signs) == 0  # within the tolerance
+    with pytest.raises(DataError, match="signs"):
+        monotone_violations(X, C, np.zeros(2, int))
 
 
 def test_rows_frame_has_one_row_per_counterfactual():

@@ -13,7 +13,7 @@ from recourselab.pipeline.audit import lock_entries, write_audit
 from stages.audit import main as audit_stage
 from tests.pipeline.audit_fixture import DATASET, write_fixture
 
-SECTIONS = ("Validity", "Cost", "Plausibility and density", "Immutable-feature violations", "Query-budget use",
+SECTIONS = ("Validity", "Cost", "Plausibility and density", "Immutable and monotone features", "Query-budget use",
             "DISCOVER certification", "Subgroups", "Methods compared (evaluate stage)", "Provenance")
 
 
@@ -38,7 +38,7 @@ def test_stage_writes_every_section(tmp_path, params_file):
         assert f"## {title}" in md and f"<h2>{title}</h2>" in html
     assert "No recourse outputs" not in md and "absent" not in md.split("## Provenance")[0]
     assert "2 violations in 160 checked (row, feature) pairs; this must be 0." in md
-    assert "**Flags:** 2 immutable-feature violations (densityflow seed=0 sex: 2)" in md
+    assert "**Flags:** 2 feature-rule violations (densityflow seed=0 sex (immutable): 2)" in md
     assert "validity gap by sex is 0.5" in md and "lightgbm seed=0 (UCL_x 0.3 > U_x 0.1)" in md
     assert "| dice (default) | evaluate |" in md  # the evaluate stage's table
     figures = sorted(p.name for p in (report / "figures").glob("*.png"))

@@ -18,7 +18,13 @@ from recourselab.errors import DataError, MissingArtifactError, UnknownKeyError
 from recourselab.io import sha256_file, write_parquet
 from recourselab.models import FitContext, fit_model, write_manifest
 from recourselab.models.ensemble import member_entry, model_filename
-from recourselab.pipeline.explain import ImmutableFeatureChanged, check_immutables, explain
+from recourselab.pipeline.explain import (
+    ImmutableFeatureChanged,
+    MonotoneRuleBroken,
+    check_immutables,
+    check_monotone,
+    explain,
+)
 from recourselab.pipeline.explain_output import render, show
 from recourselab.runtime import limit_threads
 
@@ -269,6 +275,23 @@ def test_a_changed_immutable_is_an_error(project):
     check_immutables(schema, X, X)
     with pytest.raises(ImmutableFeatureChanged, match=r"immutable features \['sex'\] of 1 rows"):
         check_immutables(schema, X, moved)
+
+
+def test_a_monotone_feature_moved_the_forbidden_way_is_an_error(project):
+    import dataclasses
+
+    _, frame, schema = project
+    name = next(f.name for f in schema.features if f.kind == "numerical" and not f.immutable)
+    ruled = dataclasses.replace(schema, features=tuple(
+        dataclasses.replace(f, monotone="increasing" if f.name == name else None) for f in schema.features))
+    X = ruled.transform(frame.iloc[:4])
+    up, down = X.copy(), X.copy()
+    up[1, ruled.slices()[name]] += 0.5
+    down[1, ruled.slices()[name]] -= 0.5
+    check_monotone(ruled, X, up)
+    check_monotone(schema, X, down)  # no rule: any direction
+    with pytest.raises(MonotoneRuleBroken, match=rf"monotone features \['{name}'\] the forbidden way in 1 rows"):
+        check_monotone(ruled, X, down)
 
 
 def test_the_command_reads_stdin_writes_out_and_exits_1_when_no_row_is_explained(project, tmp_path, monkeypatch,

@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from recourselab.config.audit import AuditParams
 from recourselab.config.base import MAX_SEED, StrictModel, derived_section
-from recourselab.config.data import BUILTIN_IMMUTABLE, CustomDataset, DataParams, PrepareParams
+from recourselab.config.data import (
+    BUILTIN_IMMUTABLE,
+    BUILTIN_MONOTONE,
+    MONOTONE_RULES,
+    CustomDataset,
+    DataParams,
+    PrepareParams,
+)
 from recourselab.config.evaluate import EvaluateParams
 from recourselab.config.files import (
     PROFILES_DIR,
@@ -47,10 +54,11 @@ from recourselab.config.models import ModelsParams, ModelSpec, TuneEnsembleParam
 from recourselab.config.params import DEFAULT_DATASETS, OrchestrationParams, Params, parse_params
 
 __all__ = [
-    "ABLATION_DATASETS", "ABLATION_VARIANTS", "BUILTIN_IMMUTABLE", "DEFAULT_DATASETS", "DEFAULT_DISCOVER_OVERRIDES",
-    "DEFAULT_FLOW_OVERRIDES", "DISCOVER_MODELS", "MAX_SEED", "PROFILES_DIR", "REPLACED_KEYS", "AblateParams",
-    "AuditParams", "CustomDataset", "DataParams", "DiscoverParams", "DiscoverSolverParams", "DiscoverTargetParams",
-    "DistillParams", "EvaluateParams", "GenerateParams", "ModelSpec", "ModelsParams", "OrchestrationParams", "Params",
-    "PrepareParams", "StrictModel", "TrainFlowParams", "TuneEnsembleParams", "available_profiles", "derived_section",
-    "dump_params", "load_params", "parse_params", "read_yaml", "render_profile", "section_hash", "write_params",
+    "ABLATION_DATASETS", "ABLATION_VARIANTS", "BUILTIN_IMMUTABLE", "BUILTIN_MONOTONE", "DEFAULT_DATASETS",
+    "DEFAULT_DISCOVER_OVERRIDES", "DEFAULT_FLOW_OVERRIDES", "DISCOVER_MODELS", "MAX_SEED", "MONOTONE_RULES",
+    "PROFILES_DIR", "REPLACED_KEYS", "AblateParams", "AuditParams", "CustomDataset", "DataParams", "DiscoverParams",
+    "DiscoverSolverParams", "DiscoverTargetParams", "DistillParams", "EvaluateParams", "GenerateParams", "ModelSpec",
+    "ModelsParams", "OrchestrationParams", "Params", "PrepareParams", "StrictModel", "TrainFlowParams",
+    "TuneEnsembleParams", "available_profiles", "derived_section", "dump_params", "load_params", "parse_params",
+    "read_yaml", "render_profile", "section_hash", "write_params",
 ]

@@ -20,6 +20,9 @@ class CustomDataset(StrictModel):
     categorical: list[str] = Field(default_factory=list)
     integer: list[str] = Field(default_factory=list)
     immutable: list[str] = Field(default_factory=list)
+    monotone: dict[str, Literal["increasing", "decreasing"]] = Field(
+        default_factory=dict, description="numerical feature -> the only direction a counterfactual may move it "
+        "(e.g. age: increasing)")
     drop: list[str] = Field(default_factory=list)
     sha256: str | None = Field(default=None, description="Expected sha256 of the file, if known (64 hex "
                                "digits, any case, optionally prefixed `sha256:`)")
@@ -116,6 +119,22 @@ BUILTIN_IMMUTABLE: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Numerical features of the built-in datasets that a counterfactual may move one way only (ages only grow).
+BUILTIN_MONOTONE: dict[str, dict[str, str]] = {
+    "adult": {"age": "increasing"},
+    "compas": {"age": "increasing"},
+    "german": {"age_in_years": "increasing"},
+}
+
+#: The directions a monotone feature may take.
+MONOTONE_RULES = ("increasing", "decreasing")
+
+
+def _builtin_monotone() -> dict[str, dict[str, str]]:
+    """The built-in datasets' declared monotone features (dataset -> feature -> direction)."""
+    return {name: dict(rules) for name, rules in BUILTIN_MONOTONE.items()}
+
+
 def _builtin_immutables() -> dict[str, list[str]]:
     """The built-in datasets' declared immutable features (dataset -> feature names)."""
     return {name: list(features) for name, features in BUILTIN_IMMUTABLE.items()}
@@ -135,6 +154,12 @@ class PrepareParams(StrictModel):
         default_factory=_builtin_immutables,
         description="dataset -> features no counterfactual may change; a dataset listed here gets exactly "
         "this list (empty: none), one not listed keeps its declaration (built-in or data.custom)",
+    )
+    monotone: dict[str, dict[str, Literal["increasing", "decreasing"] | None]] = Field(
+        default_factory=_builtin_monotone,
+        description="dataset -> numerical feature -> increasing | decreasing (null: no rule): the one direction "
+        "every method may move it; a dataset listed here gets exactly these rules, one not listed keeps its "
+        "declaration (built-in or data.custom)",
     )
 
     @field_validator("split")

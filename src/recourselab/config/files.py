@@ -88,7 +88,8 @@ def available_profiles(root: str | Path = ".") -> list[str]:
 
 def _user_settings(current: Any, source: str) -> dict[str, Any]:
     """What a profile switch keeps of the params it replaces: the ``data`` section, the custom
-    datasets listed in ``datasets`` and their ``prepare.immutable`` entries (an overlay mapping).
+    datasets listed in ``datasets`` and their ``prepare.immutable`` and ``prepare.monotone`` entries (an
+    overlay mapping).
 
     Raises
     ------
@@ -109,15 +110,16 @@ def _user_settings(current: Any, source: str) -> dict[str, Any]:
 
     data = section(current, "data", dict, "data")
     datasets = section(current, "datasets", list, "datasets")
-    immutable = section(section(current, "prepare", dict, "prepare"), "immutable", dict, "prepare.immutable")
+    prepare = section(current, "prepare", dict, "prepare")
     custom = section(data, "custom", dict, "data.custom")
     kept: dict[str, Any] = {"data": data} if data else {}
     mine = [d for d in datasets if isinstance(d, str) and d in custom]
     if mine:
         kept["datasets"] = mine
-    fixed = {d: v for d, v in immutable.items() if d in custom}
-    if fixed:
-        kept["prepare"] = {"immutable": fixed}
+    for key in ("immutable", "monotone"):
+        rules = {d: v for d, v in section(prepare, key, dict, f"prepare.{key}").items() if d in custom}
+        if rules:
+            kept.setdefault("prepare", {})[key] = rules
     return kept
 
 
@@ -131,7 +133,8 @@ def render_profile(name: str, root: str | Path = ".", *, current: Any = None,
     root : the project folder.
     current : the mapping of the params file the profile replaces (as read from YAML), or None.
         Its ``data`` section (merged over the profile's), the custom datasets it lists in
-        ``datasets`` (appended to the profile's) and their ``prepare.immutable`` entries are kept:
+        ``datasets`` (appended to the profile's) and their ``prepare.immutable`` and ``prepare.monotone``
+        entries are kept:
         they describe the user's machine and data, not the profile.
     current_source : how errors name where ``current`` came from.
 

@@ -139,13 +139,12 @@ DiscoverSolverParams = derived_section(
     {f.name: f.name for f in dataclasses.fields(DiscoverSettings) if f.name not in ("seed", "budget")})
 
 
-#: Actionability of the discover stage: ages only grow (the feature names differ per dataset).
+#: Per-dataset solver settings of the discover stage (ages only grow through the schema's monotone
+#: features, ``prepare.monotone``, for every method alike).
 DEFAULT_DISCOVER_OVERRIDES: dict[str, dict[str, Any]] = {
-    "adult": {"actionability": {"age": "increasing"}},
     # the output side binds on COMPAS (its scores move little under the immutable features): the full
     # weight on it, eta_r 1, certifies every run (docs/results/discover_pipeline.md)
-    "compas": {"actionability": {"age": "increasing"}, "eta_r": 1.0},
-    "german": {"actionability": {"age_in_years": "increasing"}},
+    "compas": {"eta_r": 1.0},
 }
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from recourselab.config import CustomDataset, Params, PrepareParams
+from recourselab.config import MONOTONE_RULES, CustomDataset, Params, PrepareParams
 from recourselab.data.contract import LABEL, ROW_ID, validate_frame
 from recourselab.data.feature import python_scalar, sorted_levels
 from recourselab.data.readers import READERS, DataSources, custom_spec, read_custom
@@ -90,15 +90,18 @@ def load_prepared(seed_dir: str | Path) -> PreparedSplits:
 def dataset_spec(name: str, params: Params) -> DatasetSpec:
     """The declaration of dataset ``name`` (built-in or ``data.custom``) under ``params``.
 
-    ``prepare.immutable[name]``, when present, replaces the declared immutable features.
+    ``prepare.immutable[name]`` and ``prepare.monotone[name]``, when present, replace the declared
+    immutable and monotone features.
     """
     if name not in params.data.custom and name not in BUILTIN_DATASETS:
         valid = sorted(BUILTIN_DATASETS) + sorted(params.data.custom)
         raise DataError(f"unknown dataset {name!r}; valid datasets: {', '.join(valid)}")
-    return _spec(name, params.data.custom.get(name), params.prepare.immutable.get(name))
+    return _spec(name, params.data.custom.get(name), params.prepare.immutable.get(name),
+                 params.prepare.monotone.get(name))
 
 
-def _spec(name: str, custom: CustomDataset | None, immutable: Sequence[str] | None) -> DatasetSpec:
+def _spec(name: str, custom: CustomDataset | None, immutable: Sequence[str] | None,
+          monotone: Mapping[str, str] | None = None) -> DatasetSpec:
     if custom is not None:
         spec = custom_spec(name, custom)
     elif name in BUILTIN_DATASETS:
@@ -107,7 +110,13 @@ def _spec(name: str, custom: CustomDataset | None, immutable: Sequence[str] | No
         raise DataError(f"unknown dataset {name!r}; valid datasets: {', '.join(sorted(BUILTIN_DATASETS))} "
                         "(or pass custom= to declare your own)")
     fixed = spec.immutable if immutable is None else tuple(immutable)
-    return spec if fixed == spec.immutable else dataclasses.replace(spec, immutable=fixed)
+    one_way = spec.monotone if monotone is None else tuple((f, r) for f, r in monotone.items() if r is not None)
+    bad = sorted({rule for _, rule in one_way} - set(MONOTONE_RULES))
+    if bad:
+        raise DataError(f"dataset {name!r}: unknown monotone direction(s) {bad}; valid: {', '.join(MONOTONE_RULES)}")
+    if (fixed, one_way) == (spec.immutable, spec.monotone):
+        return spec
+    return dataclasses.replace(spec, immutable=fixed, monotone=one_way)
 
 
 _PREPARE = PrepareParams()
@@ -118,7 +127,8 @@ def load_dataset(name: str, params: Params | None = None, /, *, n_synthetic: int
                  max_rows: int | None = _PREPARE.max_rows,
                  data_dir: str | Path | None = None, cache_dir: str | Path | None = None,
                  custom: CustomDataset | Mapping[str, Any] | None = None,
-                 immutable: Sequence[str] | None = None) -> RawDataset:
+                 immutable: Sequence[str] | None = None,
+                 monotone: Mapping[str, str] | None = None) -> RawDataset:
     """Read and validate dataset ``name``.
 
     Parameters
@@ -131,6 +141,8 @@ def load_dataset(name: str, params: Params | None = None, /, *, n_synthetic: int
     custom : the declaration of a user dataset (a :class:`~recourselab.config.CustomDataset` or its
         mapping, as under ``data.custom`` in params.yaml).
     immutable : the features no counterfactual may change, replacing the declared ones (None: declared).
+    monotone : numerical feature -> ``"increasing"`` or ``"decreasing"`` (None: no rule), the one direction
+        a counterfactual may move it, replacing the declared ones (None: declared).
 
     params : (positional, instead of the keywords) a params tree: the same as
         :func:`dataset_from_params`, the pipeline's form.
@@ -151,7 +163,7 @@ def load_dataset(name: str, params: Params | None = None, /, *, n_synthetic: int
         return load_dataset(name, **dataset_options(name, params))
     if custom is not None and not isinstance(custom, CustomDataset):
         custom = CustomDataset.model_validate(custom)
-    spec = _spec(name, custom, immutable)
+    spec = _spec(name, custom, immutable, monotone)
     sources = DataSources(n_synthetic=n_synthetic, data_seed=data_seed, chessboard_std=chessboard_std,
                           data_dir=None if data_dir is None else Path(data_dir),
                           cache_dir=None if cache_dir is None else Path(cache_dir))
@@ -188,7 +200,8 @@ def dataset_options(name: str, params: Params) -> dict[str, Any]:
     p = params.prepare
     return {"n_synthetic": p.n_synthetic, "data_seed": p.data_seed, "chessboard_std": p.chessboard_std,
             "max_rows": p.max_rows, "data_dir": params.data.dir, "cache_dir": params.data.cache_dir,
-            "custom": params.data.custom.get(name), "immutable": p.immutable.get(name)}
+            "custom": params.data.custom.get(name), "immutable": p.immutable.get(name),
+            "monotone": p.monotone.get(name)}
 
 
 def dataset_from_params(name: str, params: Params) -> RawDataset:
@@ -208,7 +221,8 @@ def prepare_splits(raw: RawDataset, seed: int, fractions: tuple[float, float, fl
     parts = stratified_split(frame[spec.target].to_numpy(), seed, fractions)
     schema = Schema.fit(frame.iloc[parts["train"]], dataset=spec.name, target=spec.target,
                         favourable=spec.favourable, categorical=spec.categorical,
-                        integer=spec.integer, immutable=spec.immutable, levels=raw.levels,
+                        integer=spec.integer, immutable=spec.immutable, monotone=dict(spec.monotone),
+                        levels=raw.levels,
                         classes=raw.classes, bounds={f: (lo, hi) for f, lo, hi in spec.bounds})
     tables = {}
     for split, idx in parts.items():

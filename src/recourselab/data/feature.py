@@ -39,6 +39,7 @@ class Feature:
     upper: float = 0.0
     mode: Any = None
     bounds: tuple[float | None, float | None] | None = None
+    monotone: Literal["increasing", "decreasing"] | None = None
 
     def outside_bounds(self, values: np.ndarray) -> np.ndarray:
         """True where a numerical value (n,) is outside the declared bounds (NaN: False). Shape (n,)."""

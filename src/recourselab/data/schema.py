@@ -58,6 +58,7 @@ class Schema:
         levels: dict[str, list[Any]] | None = None,
         classes: list[Any] | None = None,
         bounds: dict[str, tuple[float | None, float | None]] | None = None,
+        monotone: dict[str, str] | None = None,
     ) -> Schema:
         """Fit statistics on ``train`` (raw units, target column included).
 
@@ -66,8 +67,16 @@ class Schema:
         levels : categorical levels of the whole domain; default: those seen in ``train``.
         classes : all labels of the dataset; default: those seen in ``train``.
         bounds : numerical feature -> declared (lower, upper) values it may take (None: open side).
+        monotone : mutable numerical feature -> ``"increasing"`` or ``"decreasing"``: the one direction a
+            counterfactual may move it.
+
+        Raises
+        ------
+        DataError
+            A monotone rule names a feature that is not a mutable numerical one.
         """
         bounds = bounds or {}
+        monotone = monotone or {}
         feats = []
         for name in (c for c in train.columns if c != target):
             col = train[name]
@@ -91,8 +100,13 @@ class Schema:
                     name=name, kind="numerical", integer=name in integer, immutable=name in immutable,
                     median=median, mean=float(filled.mean()), std=std if std > 0 and not constant else 1.0,
                     lower=float(finite.min()), upper=float(finite.max()),
-                    bounds=tuple(bounds[name]) if name in bounds else None,
+                    bounds=tuple(bounds[name]) if name in bounds else None, monotone=monotone.get(name),
                 ))
+        one_way = {f.name for f in feats if f.kind == "numerical" and not f.immutable}
+        wrong = sorted(set(monotone) - one_way)
+        if wrong:
+            raise DataError(f"dataset {dataset!r}: monotone rules for {wrong}, which are not mutable numerical "
+                            f"features; mutable numerical features: {sorted(one_way)}")
         unbounded = sorted(set(bounds) - {f.name for f in feats if f.kind == "numerical"})
         if unbounded:
             raise DataError(f"dataset {dataset!r}: bounds given for {unbounded}, which are not numerical features")
@@ -134,6 +148,21 @@ class Schema:
     def immutable_mask(self) -> np.ndarray:
         """Boolean mask over encoded columns, True where the feature is immutable. Shape (d,)."""
         return np.array([f.immutable for f in self.features for _ in range(f.width)], dtype=bool)
+
+    def monotone_signs(self) -> np.ndarray:
+        """Per encoded column: +1 may only grow, -1 may only shrink, 0 free. Shape (d,), int8."""
+        sign = {"increasing": 1, "decreasing": -1, None: 0}
+        return np.array([sign[f.monotone] for f in self.features for _ in range(f.width)], dtype=np.int8)
+
+    def project_monotone(self, X: np.ndarray, factuals: np.ndarray) -> np.ndarray:
+        """Encoded rows ``X`` (m, d) with every monotone column moved back to its factual (m, d) value
+        where it went the forbidden way. A new array; z-scores keep the order of original units."""
+        X = np.array(X, dtype=float)
+        sign = self.monotone_signs()
+        up, down = sign > 0, sign < 0
+        X[:, up] = np.maximum(X[:, up], factuals[:, up])
+        X[:, down] = np.minimum(X[:, down], factuals[:, down])
+        return X
 
     def categorical_mask(self) -> np.ndarray:
         """Boolean mask over encoded columns, True for phase-encoded (cos, sin) columns. Shape (d,)."""
@@ -308,9 +337,10 @@ class Schema:
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for f in d["features"]:  # only declared bounds are written (schema files without them are unchanged)
-            if f["bounds"] is None:
-                del f["bounds"]
+        for f in d["features"]:  # only declared bounds and rules are written (older schema files stay valid)
+            for key in ("bounds", "monotone"):
+                if f[key] is None:
+                    del f[key]
         d["encoded_columns"] = self.encoded_columns
         return d
 

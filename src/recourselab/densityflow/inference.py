@@ -40,8 +40,9 @@ class CounterfactualResult:
     surrogate_valid : (n,) bool, both proxies label x' as y*.
     trajectories : (n_points, n, d) ODE path of the chosen start, or None. It starts at that
         start (the factual or one of its jitters) and ends at the raw end state, before the
-        clamping to the noise box, the snapping to valid points and the immutable copy that
-        give ``counterfactuals``.
+        clamping to the noise box, the snapping to valid points, the monotone rules (a feature that
+        moved the forbidden way takes its factual value) and the immutable copy that give
+        ``counterfactuals``.
     verdict : the ensemble's verdict on the counterfactuals (per-model validity, agreement),
         or None when no oracle checked them (see :meth:`verify`).
     """
@@ -228,9 +229,10 @@ class InferenceMixin:
                             f"queries; the model's weights may be damaged (re-run train_flow)")
         z = z.clamp(-self.C, self.C).cpu().numpy().astype(float)
         mutable = self.field.mutable.cpu().numpy().astype(bool)
+        starts_X = np.repeat(X, N, axis=0)
         if self.schema is not None:
-            z = self.schema.snap(z)
-        z[:, ~mutable] = np.repeat(X, N, axis=0)[:, ~mutable]
+            z = self.schema.project_monotone(self.schema.snap(z), starts_X)
+        z[:, ~mutable] = starts_X[:, ~mutable]
         ok = (self.surrogate.labels(self._tensor(z)) == targets).cpu().numpy().reshape(m, N)
         l2 = np.linalg.norm(z.reshape(m, N, d) - X[:, None, :], axis=2)
         choice = np.where(ok.any(1), np.where(ok, l2, np.inf).argmin(1), l2.argmin(1))

@@ -134,6 +134,11 @@ def check_actionability(schema: Schema, settings: DiscoverSettings, *, warn: boo
                        "change", fixed)
 
 
+def actionability_rules(schema: Schema, settings: DiscoverSettings) -> dict[str, str]:
+    """Feature -> rule of one run: the schema's monotone features, with ``settings.actionability`` on top."""
+    return {**{f.name: f.monotone for f in schema.features if f.monotone}, **settings.actionability}
+
+
 class ProposalSpace:
     """Mutable features, bounds and embeddings of one run; applies the cone-sampling primitive.
 
@@ -141,12 +146,14 @@ class ProposalSpace:
     ----------
     schema : encoded layout.
     factuals : encoded factual rows (n, d) (bounds and actionability are per row).
-    settings : solver settings (cone angle, steps, temperature, actionability...).
+    settings : solver settings (cone angle, steps, temperature, actionability...); the schema's
+        monotone features follow their rule unless ``settings.actionability`` names them.
     """
 
     def __init__(self, schema: Schema, factuals: np.ndarray, settings: DiscoverSettings) -> None:
         self.settings = settings
         check_actionability(schema, settings, warn=False)  # the solvers warned before querying the model
+        rules = actionability_rules(schema, settings)
         train_lo, train_hi = schema.encoded_bounds()
         lo = np.minimum(train_lo, factuals.min(axis=0))  # the sample-wide range sets the step scale
         hi = np.maximum(train_hi, factuals.max(axis=0))
@@ -155,7 +162,7 @@ class ProposalSpace:
         cats: list[CategoricalFeature] = []
         n = factuals.shape[0]
         for fi, f in enumerate(schema.features):
-            rule = settings.actionability.get(f.name)
+            rule = rules.get(f.name)
             if f.immutable or rule == "fixed":
                 continue
             sl = slices[f.name]
@@ -201,7 +208,7 @@ class ProposalSpace:
         row_lo = np.minimum(train_lo[self.num_cols], factuals[:, self.num_cols])
         row_hi = np.maximum(train_hi[self.num_cols], factuals[:, self.num_cols])
         for j, name in enumerate(num_names):
-            rule = settings.actionability.get(name)
+            rule = rules.get(name)
             if rule == "increasing":
                 row_lo[:, j] = np.maximum(row_lo[:, j], factuals[:, self.num_cols[j]])
             elif rule == "decreasing":
@@ -363,4 +370,5 @@ class ProposalSpace:
         return self.perturb(base, rows, g, self.choose((M, k), rng), rng, level_scores)
 
 
-__all__ = ["CategoricalFeature", "ProposalSpace", "check_actionability", "embedding_dim", "sample_cone"]
+__all__ = ["CategoricalFeature", "ProposalSpace", "actionability_rules", "check_actionability", "embedding_dim",
+           "sample_cone"]

@@ -159,7 +159,8 @@ class DiscoverSettings:
         Default True.
     edit_numerical, edit_categorical : which feature types may be edited (ablations).
     actionability : feature name -> ``"increasing"`` (never below its factual value / level
-        index), ``"decreasing"`` or ``"fixed"``; schema-immutable features are never edited.
+        index), ``"decreasing"`` or ``"fixed"``, on top of the schema's monotone features (which
+        follow their own rule unless named here); schema-immutable features are never edited.
 
     Genetic strategy
     ----------------

@@ -10,7 +10,8 @@ towards class targets. The pieces here keep that uniform:
   would pass the method's ``budget`` raises :class:`~recourselab.models.oracle.QueryBudgetExceeded`
   before any member is called;
 - :func:`valid_points` snaps new points to valid ones (categorical levels, integers, training
-  range) and copies the immutable columns from the factuals exactly;
+  range), moves monotone features back where they went the forbidden way and copies the
+  immutable columns from the factuals exactly;
 - :func:`result` builds the :class:`~recourselab.methods.base.Counterfactuals`.
 """
 
@@ -167,14 +168,17 @@ def member_votes(out: EnsembleOutput, target: np.ndarray) -> np.ndarray:
 
 
 def valid_points(X: np.ndarray, factuals: np.ndarray, schema: Schema) -> np.ndarray:
-    """New points (m, d) made valid for their factuals (m, d): snapped, immutables copied exactly.
+    """New points (m, d) made valid for their factuals (m, d): snapped, monotone rules kept, immutables
+    copied exactly.
 
     Numericals are clipped to the training range (integers rounded), categoricals become the
-    exact phase pair of their nearest level (:meth:`Schema.snap`); immutable columns take the
-    factual values.
+    exact phase pair of their nearest level (:meth:`Schema.snap`); a monotone feature that moved
+    the forbidden way takes its factual value (:meth:`Schema.project_monotone`); immutable columns
+    take the factual values.
     """
     out = schema.snap(X)
     out = np.where(np.abs(out - factuals) <= 1e-12, factuals, out)  # unmoved entries: no rounding error
+    out = schema.project_monotone(out, factuals)
     imm = schema.immutable_mask()
     out[:, imm] = factuals[:, imm]
     return out

@@ -6,7 +6,8 @@ Typical use::
     cf = method.explain(X_query, target=1)               # labels the whole pool: queries = pool size
     cf = method.explain(X_query, target=1, budget=480)   # labels at most 480 pool rows
 
-A candidate has every immutable feature equal to the factual's. The pool is the training rows
+A candidate has every immutable feature equal to the factual's, and no monotone feature on the
+forbidden side of the factual's value (an ``increasing`` age is never younger). The pool is the training rows
 (with training labels ``y``: only those whose label is one of the requested targets; a
 training label is known data, not a query). Without a budget every pool row is labelled by
 the oracle once (``queries`` = pool size). With a budget of B rows, ``selection`` chooses which
@@ -92,9 +93,10 @@ class NearestNeighbour:
 
     # ------------------------------------------------------------------ pieces
     def _distances(self, Xf: np.ndarray, pool: np.ndarray) -> np.ndarray:
-        """Distances (n, p) from factuals to pool rows; inf where an immutable differs."""
+        """Distances (n, p) from factuals to pool rows; inf where an immutable differs or a monotone feature
+        would move the forbidden way."""
         P = self.X_train[pool]
-        imm = self.schema.immutable_mask()
+        imm, sign = self.schema.immutable_mask(), self.schema.monotone_signs()
         dist = np.empty((len(Xf), len(P)))
         step = max(1, 4_000_000 // max(1, P.size))  # factuals per block: bounded memory
         for s in range(0, len(Xf), step):
@@ -102,6 +104,8 @@ class NearestNeighbour:
             d = np.abs(diff).sum(axis=2) if self.metric == "l1" else np.sqrt((diff ** 2).sum(axis=2))
             if imm.any():
                 d[~(np.abs(diff[:, :, imm]) <= IMMUTABLE_ATOL).all(axis=2)] = np.inf
+            if sign.any():  # a monotone feature moved the forbidden way (diff = factual - row)
+                d[((diff[:, :, sign != 0] * sign[sign != 0]) > IMMUTABLE_ATOL).any(axis=2)] = np.inf
             dist[s:s + step] = d
         return dist
 
@@ -114,8 +118,8 @@ class NearestNeighbour:
     def candidates(self, Xf: np.ndarray, tgt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Pool indices (p,) and distances (n, p), inf where a row cannot answer a factual.
 
-        A pool row cannot answer factual i when an immutable feature differs or (with training
-        labels) its label is not ``tgt[i]``.
+        A pool row cannot answer factual i when an immutable feature differs, a monotone feature would
+        move the forbidden way, or (with training labels) its label is not ``tgt[i]``.
         """
         pool = self._pool(tgt)
         dist = self._distances(Xf, pool)

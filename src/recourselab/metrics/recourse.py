@@ -4,8 +4,8 @@ Typical use::
 
     cf = method.explain(X_query, target)                  # a Counterfactuals
     verdict = verify(box, cf.counterfactuals, cf.target)  # the ensemble's verdict
-    score = score_counterfactuals(cf, verdict, X_train=X, y_train=y, immutable=schema.immutable_mask,
-                                  setting="default", seed=0)
+    score = score_counterfactuals(cf, verdict, X_train=X, y_train=y, immutable=schema.immutable_mask(),
+                                  monotone=schema.monotone_signs(), setting="default", seed=0)
     score.row()            # one row of the methods table (TABLE_KEYS)
     rows_frame(cf, verdict, setting="default", seed=0)   # one row per counterfactual
 """
@@ -27,7 +27,8 @@ from recourselab.models.verdict import Verdict
 
 #: Numeric columns of the methods table, in order (each also appears with a ``_std`` suffix over seeds).
 TABLE_KEYS = ("validity_mean", "validity_unanimous", "validity_majority", "cost_l1", "cost_l2",
-              "plausibility_lof", "plausibility_iforest", "immutable_violations", "queries", "wall_time_s")
+              "plausibility_lof", "plausibility_iforest", "immutable_violations", "monotone_violations", "queries",
+              "wall_time_s")
 #: Columns of the per-counterfactual table (``rows.parquet``).
 ROW_COLUMNS = ("method", "setting", "seed", "row", "valid_unanimous", "agreement", "cost_l1", "cost_l2")
 
@@ -48,6 +49,7 @@ class RecourseScore:
     plausibility_lof, plausibility_iforest : share of counterfactuals that LOF / IsolationForest, fitted on the
         training rows of their target class, call inliers (NaN when not computed).
     immutable_violations : rows whose immutable columns differ from the factual (0 for a correct method).
+    monotone_violations : rows where a monotone feature moved the forbidden way (0 for a correct method).
     queries : oracle rows the method's search used.
     wall_time_s : seconds of the method's search.
     """
@@ -65,6 +67,7 @@ class RecourseScore:
     plausibility_lof: float
     plausibility_iforest: float
     immutable_violations: int
+    monotone_violations: int
     queries: int
     wall_time_s: float
     extra: dict[str, Any] = field(default_factory=dict)
@@ -90,6 +93,20 @@ def immutable_violations(factuals: np.ndarray, counterfactuals: np.ndarray, immu
                .any(axis=1).sum())
 
 
+def monotone_violations(factuals: np.ndarray, counterfactuals: np.ndarray, signs: np.ndarray) -> int:
+    """Rows of ``counterfactuals`` (n, d) where a column with sign +1 fell below, or one with sign -1
+    rose above, its ``factuals`` value beyond 1e-9 (``signs``: (d,) of -1, 0, +1, as
+    :meth:`~recourselab.data.schema.Schema.monotone_signs`)."""
+    signs = np.asarray(signs)
+    if signs.shape != (factuals.shape[1],):
+        raise DataError(f"the monotone signs have shape {signs.shape}; the rows have {factuals.shape[1]} columns")
+    ruled = signs != 0
+    if not ruled.any():
+        return 0
+    wrong = (factuals[:, ruled] - counterfactuals[:, ruled]) * signs[ruled] > 1e-9
+    return int(wrong.any(axis=1).sum())
+
+
 def _check_pair(cf: Counterfactuals, verdict: Verdict) -> None:
     if len(verdict.target) != len(cf):
         raise DataError(f"{cf.method}: the verdict covers {len(verdict.target)} rows, the counterfactuals {len(cf)}")
@@ -97,8 +114,9 @@ def _check_pair(cf: Counterfactuals, verdict: Verdict) -> None:
         raise DataError(f"{cf.method}: nothing to score (0 counterfactuals)")
 
 
-def score_counterfactuals(cf: Counterfactuals, verdict: Verdict, *, immutable: np.ndarray, setting: str = "default",
-                          seed: int = 0, X_train: np.ndarray | None = None, y_train: np.ndarray | None = None,
+def score_counterfactuals(cf: Counterfactuals, verdict: Verdict, *, immutable: np.ndarray,
+                          monotone: np.ndarray | None = None, setting: str = "default", seed: int = 0,
+                          X_train: np.ndarray | None = None, y_train: np.ndarray | None = None,
                           queries: int | None = None) -> RecourseScore:
     """Score one method's counterfactuals ``cf`` with the ensemble's ``verdict`` on them.
 
@@ -107,6 +125,8 @@ def score_counterfactuals(cf: Counterfactuals, verdict: Verdict, *, immutable: n
     cf : the method's result on n rows.
     verdict : the ensemble's verdict on ``cf.counterfactuals`` for ``cf``'s targets (n rows).
     immutable : (d,) bool, the encoded columns that must not change.
+    monotone : (d,) -1 / 0 / +1, the encoded columns that may only shrink / move freely / only grow
+        (None: no rule).
     setting, seed : names of the run, kept in the score.
     X_train, y_train : (m, d) and (m,) training rows; with them, LOF and IsolationForest plausibility
         (else NaN).
@@ -131,6 +151,8 @@ def score_counterfactuals(cf: Counterfactuals, verdict: Verdict, *, immutable: n
         cost_l1=float(cf.cost_l1.mean()), cost_l2=float(cf.cost_l2.mean()), plausibility_lof=float(lof),
         plausibility_iforest=float(iforest),
         immutable_violations=immutable_violations(cf.factuals, cf.counterfactuals, immutable),
+        monotone_violations=0 if monotone is None else monotone_violations(cf.factuals, cf.counterfactuals,
+                                                                            monotone),
         queries=int(cf.queries if queries is None else queries), wall_time_s=float(cf.wall_time))
 
 
@@ -165,5 +187,5 @@ def summarize_scores(scores: Sequence[RecourseScore]) -> list[dict[str, Any]]:
     return table
 
 
-__all__ = ["ROW_COLUMNS", "TABLE_KEYS", "RecourseScore", "immutable_violations", "rows_frame", "score_counterfactuals",
-           "summarize_scores"]
+__all__ = ["ROW_COLUMNS", "TABLE_KEYS", "RecourseScore", "immutable_violations", "monotone_violations", "rows_frame",
+           "score_counterfactuals", "summarize_scores"]

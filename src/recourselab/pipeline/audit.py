@@ -233,13 +233,15 @@ def build_audit(root: str | Path, dataset: str, params: Params, figure_dir: str 
     sections.append(s)
 
     violations = tables.immutable_violations(run)
-    s = Section("Immutable-feature violations", "immutable")
+    s = Section("Immutable and monotone features", "immutable")
     if violations.empty:
-        s.absent = "No immutable feature to check (the schema declares none, or the prepared data is absent)."
+        s.absent = ("No immutable or monotone feature to check (the schema declares none, or the prepared data is "
+                    "absent).")
     else:
         total, checked = int(violations["violations"].sum()), int(violations["checked"].sum())
-        s.notes.append(f"{total} violations in {checked} checked (row, feature) pairs; this must be 0.")
-        s.tables.append(("Counterfactuals that changed an immutable feature", violations))
+        s.notes.append(f"{total} violations in {checked} checked (row, feature) pairs; this must be 0. An immutable "
+                       "feature may not change; a monotone one may move only in its rule's direction.")
+        s.tables.append(("Counterfactuals that broke a feature rule", violations))
     sections.append(s)
 
     s = Section("Query-budget use", "queries", absent=absent)
@@ -338,8 +340,9 @@ def _alerts(violations: pd.DataFrame, gaps: pd.DataFrame, cert: pd.DataFrame) ->
     out = []
     if not violations.empty and violations["violations"].sum() > 0:
         bad = violations[violations["violations"] > 0]
-        out.append(f"{int(bad['violations'].sum())} immutable-feature violations ("
-                   + ", ".join(f"{r.method} seed={r.seed} {r.feature}: {r.violations}" for r in bad.itertuples())
+        out.append(f"{int(bad['violations'].sum())} feature-rule violations ("
+                   + ", ".join(f"{r.method} seed={r.seed} {r.feature} ({r.rule}): {r.violations}"
+                               for r in bad.itertuples())
                    + ")")
     for r in gaps[gaps["flagged"].astype(bool)].itertuples() if not gaps.empty else ():
         out.append(f"{r.method}: {r.measure} gap by {r.attribute} is {r.gap:.3g} (threshold {r.threshold:g}; "

@@ -185,7 +185,8 @@ def run_one(run: MethodRun, factory: Any, inputs: SeedInputs, *, plausibility: b
                     run.method, run.setting, cf.queries, searched)
     upstream = int(getattr(inputs.flow, "queries_used_", 0)) if run.method in FLOW_METHODS else 0
     verdict = verify(inputs.oracle, cf.counterfactuals, inputs.target, budget_name=EVAL_BUDGET)
-    score = score_counterfactuals(cf, verdict, immutable=inputs.schema.immutable_mask(), setting=run.setting,
+    score = score_counterfactuals(cf, verdict, immutable=inputs.schema.immutable_mask(),
+                                  monotone=inputs.schema.monotone_signs(), setting=run.setting,
                                   seed=inputs.seed, X_train=inputs.X_train if plausibility else None,
                                   y_train=inputs.y_train if plausibility else None, queries=searched + upstream)
     log.info("%s %s/%s seed %d: unanimous %.3f, mean %.3f, L2 %.3f, queries %d, %.1f s", inputs.dataset, run.method,

@@ -61,6 +61,10 @@ class ImmutableFeatureChanged(RecourselabError, AssertionError):
     """A method returned a counterfactual whose immutable features differ from its factual's."""
 
 
+class MonotoneRuleBroken(RecourselabError, AssertionError):
+    """A method returned a counterfactual that moved a monotone feature the forbidden way."""
+
+
 @dataclass
 class RowResult:
     """The outcome for one input row (values in original units).
@@ -140,6 +144,19 @@ def check_immutables(schema: Schema, factuals: np.ndarray, counterfactuals: np.n
                                       "no counterfactual is reported (a bug in the method)")
 
 
+def check_monotone(schema: Schema, factuals: np.ndarray, counterfactuals: np.ndarray) -> None:
+    """Raise :class:`MonotoneRuleBroken` when a monotone column of ``counterfactuals`` (n, d) moved the
+    forbidden way from ``factuals`` (n, d) by more than 1e-9 (in z-units)."""
+    sign = schema.monotone_signs()
+    wrong = (factuals - counterfactuals) * sign > 1e-9
+    if wrong.any():
+        slices = schema.slices()
+        names = [f.name for f in schema.features if f.monotone and wrong[:, slices[f.name]].any()]
+        raise MonotoneRuleBroken(f"the method moved the monotone features {names} the forbidden way in "
+                                 f"{int(wrong.any(axis=1).sum())} rows; no counterfactual is reported (a bug in "
+                                 "the method)")
+
+
 def counterfactual_values(schema: Schema, given: dict[str, Any],
                           decoded: pd.Series) -> tuple[dict[str, Any], list[str]]:
     """The counterfactual in original units and the names of its changed features.
@@ -209,6 +226,7 @@ def run_densityflow(schema: Schema, box: BlackBox, flow: Any, valid: pd.DataFram
             return rows
         cf = robust.explain(X, target, budget=search).counterfactuals
     check_immutables(schema, X, cf)
+    check_monotone(schema, X, cf)
     decoded = schema.inverse_transform(cf)
     for i, r in enumerate(rows[:n]):
         r.counterfactual, r.changed = counterfactual_values(schema, r.input, decoded.iloc[i])
@@ -257,6 +275,7 @@ def run_discover(schema: Schema, box: BlackBox, model: str, valid: pd.DataFrame,
     for w in caught:
         log.warning("%s", w.message)
     check_immutables(schema, result.factuals, result.counterfactuals)
+    check_monotone(schema, result.factuals, result.counterfactuals)
     fav = schema.favourable_index
     decoded = schema.inverse_transform(result.counterfactuals)
     for i, r in enumerate(rows):
@@ -347,6 +366,6 @@ def explain(source: str | Path | TextIO, *, dataset: str, seed: int = 0, method:
                        certification=cert)
 
 
-__all__ = ["BUDGET", "METHODS", "Explanation", "ImmutableFeatureChanged", "RowResult", "artifact_dirs",
-           "check_immutables", "counterfactual_values", "explain", "require_artifacts", "run_densityflow",
-           "run_discover"]
+__all__ = ["BUDGET", "METHODS", "Explanation", "ImmutableFeatureChanged", "MonotoneRuleBroken", "RowResult",
+           "artifact_dirs", "check_immutables", "check_monotone", "counterfactual_values", "explain",
+           "require_artifacts", "run_densityflow", "run_discover"]

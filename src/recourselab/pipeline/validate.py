@@ -27,6 +27,7 @@ def _dataset_problems(params: Params) -> list[str]:
             out.append(f"unknown dataset {name!r}{did_you_mean(name, valid)}; valid datasets: {', '.join(valid)} "
                        "(declare your own under data.custom)")
     places = {"ablate.datasets": params.ablate.datasets, "prepare.immutable": params.prepare.immutable,
+              "prepare.monotone": params.prepare.monotone,
               "discover.per_dataset": params.discover.per_dataset,
               "train_flow.per_dataset": params.train_flow.per_dataset}
     for where, names in places.items():

@@ -211,12 +211,15 @@ def plausibility_table(run: RunOutputs, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def immutable_violations(run: RunOutputs) -> pd.DataFrame:
-    """Per method, seed and immutable feature: rows checked and rows whose counterfactual changed it.
+    """Per method, seed and ruled feature (immutable or monotone): rows checked and rows whose
+    counterfactual broke the rule (``rule``: ``immutable``, ``increasing`` or ``decreasing``).
 
     The factual comes from DISCOVER's ``factual_original__`` columns or, for DensityFlow, from the
     prepared test rows (by ``row_id``); rows without a known factual are not counted as checked.
-    Numerical values count as changed beyond a relative 1e-9; categorical levels when they differ.
+    An immutable numerical value counts as changed beyond a relative 1e-9, a categorical level when
+    it differs; a monotone value breaks its rule when it moved the forbidden way by more than that.
     """
+    columns = ["method", "seed", "feature", "rule", "checked", "violations"]
     out = []
     tables = [("densityflow", s, f) for s, f in sorted(run.densityflow.items())]
     tables += [(f"discover:{m}", s, f) for (m, s), f in sorted(run.discover.items())]
@@ -224,25 +227,28 @@ def immutable_violations(run: RunOutputs) -> pd.DataFrame:
         schema = _schema(run, seed)
         if schema is None:
             continue
-        for feat in (f for f in schema.features if f.immutable):
+        for feat in (f for f in schema.features if f.immutable or f.monotone):
             if CF_ORIGINAL + feat.name not in frame:
                 continue
+            rule = "immutable" if feat.immutable else feat.monotone
             cf = frame[CF_ORIGINAL + feat.name].reset_index(drop=True)
             if FACTUAL_ORIGINAL + feat.name in frame:
                 fact = frame[FACTUAL_ORIGINAL + feat.name].reset_index(drop=True)
             elif seed in run.factuals and frame["row_id"].isin(run.factuals[seed].index).all():
                 fact = run.factuals[seed].loc[frame["row_id"].to_numpy(), feat.name].reset_index(drop=True)
             else:
-                out.append({"method": method, "seed": seed, "feature": feat.name, "checked": 0, "violations": 0})
+                out.append(dict(zip(columns, (method, seed, feat.name, rule, 0, 0), strict=True)))
                 continue
             if feat.kind == "numerical":
                 a, b = cf.to_numpy(float), fact.to_numpy(float)
-                changed = np.abs(a - b) > 1e-9 * np.maximum(1.0, np.abs(b))
+                sign = {"immutable": 0, "increasing": 1, "decreasing": -1}[rule]
+                tol = 1e-9 * np.maximum(1.0, np.abs(b))
+                changed = np.abs(a - b) > tol if sign == 0 else (b - a) * sign > tol
             else:
                 changed = cf.astype(str).to_numpy() != fact.astype(str).to_numpy()
-            out.append({"method": method, "seed": seed, "feature": feat.name, "checked": len(frame),
-                        "violations": int(changed.sum())})
-    return pd.DataFrame(out, columns=["method", "seed", "feature", "checked", "violations"])
+            out.append(dict(zip(columns, (method, seed, feat.name, rule, len(frame), int(changed.sum())),
+                                strict=True)))
+    return pd.DataFrame(out, columns=columns)
 
 
 def query_table(run: RunOutputs) -> pd.DataFrame:

@@ -29,7 +29,8 @@ from recourselab.report.common import save_figure, text
 MD_COLUMNS = (("validity_mean", "mean validity", 3), ("validity_unanimous", "unanimous", 3),
               ("validity_majority", "majority", 3), ("cost_l1", "L1", 2), ("cost_l2", "L2", 2),
               ("plausibility_lof", "LOF inliers", 2), ("plausibility_iforest", "IF inliers", 2),
-              ("immutable_violations", "immutable viol.", 0), ("queries", "queries", 0),
+              ("immutable_violations", "immutable viol.", 0), ("monotone_violations", "monotone viol.", 0),
+              ("queries", "queries", 0),
               ("wall_time_s", "time (s)", 1))
 
 
