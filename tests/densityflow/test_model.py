@@ -857,3 +857,26 @@ def test_progress_bars_change_no_result_and_no_log_line(moons, ensemble, monkeyp
     assert shown.log_.rows == hidden.log_.rows
     for name in DensityFlow.WEIGHT_FILES:
         assert shown.file_bytes(name) == hidden.file_bytes(name)
+
+
+def test_a_monotone_coordinate_never_moves_the_forbidden_way_and_the_rule_is_saved(tmp_path):
+    from recourselab.densityflow.ode import integrate
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    flow = DensityFlow(monotone=np.array([1, -1, 0]), epochs=2, hidden=16, embed_dim=4, max_train_rows=120,
+                       n_starts=3, seed=0).fit(X, y)
+    _, _, path = integrate(flow.field, torch.as_tensor(X[:20], dtype=torch.float32),
+                           torch.as_tensor(1 - y[:20]), n_points=6)
+    steps = path[1:] - path[:-1]
+    assert (steps[..., 0] >= -1e-6).all() and (steps[..., 1] <= 1e-6).all()
+    res = flow.generate(X[:20], target=1 - y[:20])
+    cf = res.counterfactuals
+    assert (cf[:, 0] >= X[:20, 0]).all() and (cf[:, 1] <= X[:20, 1]).all()
+    flow.save(tmp_path / "m")
+    again = DensityFlow.load(tmp_path / "m")
+    assert again.field.monotone.tolist() == [1.0, -1.0, 0.0]
+    np.testing.assert_array_equal(again.generate(X[:20], target=1 - y[:20]).counterfactuals, cf)
+    with pytest.raises(DataError, match="monotone must hold -1, 0 or 1"):
+        DensityFlow(monotone=np.array([2, 0, 0]), epochs=1).fit(X, y)

@@ -231,7 +231,9 @@ class InferenceMixin:
         mutable = self.field.mutable.cpu().numpy().astype(bool)
         starts_X = np.repeat(X, N, axis=0)
         if self.schema is not None:
-            z = self.schema.project_monotone(self.schema.snap(z), starts_X)
+            z = self.schema.snap(z)
+        sign = self.field.monotone.cpu().numpy()  # a jittered start may lie on the forbidden side
+        z = np.where(sign > 0, np.maximum(z, starts_X), np.where(sign < 0, np.minimum(z, starts_X), z))
         z[:, ~mutable] = starts_X[:, ~mutable]
         ok = (self.surrogate.labels(self._tensor(z)) == targets).cpu().numpy().reshape(m, N)
         l2 = np.linalg.norm(z.reshape(m, N, d) - X[:, None, :], axis=2)

@@ -46,16 +46,19 @@ class DensityFlow(TrainingMixin, DistillationMixin, InferenceMixin, PersistenceM
     ----------
     schema : the dataset schema (immutables, categorical decoding); optional for plain arrays.
     mutable : (d,) bool mask of changeable encoded columns; default: from ``schema``.
+    monotone : (d,) of -1 / 0 / +1, encoded columns that may only shrink / move freely / only grow;
+        default: from ``schema`` (:meth:`Schema.monotone_signs`), else none.
     device : torch device; default CPU.
     **settings : any field of :class:`DensityFlowConfig`.
     """
 
     def __init__(self, *, schema: Schema | None = None, mutable: np.ndarray | None = None,
-                 device: str = "cpu", **settings: Any) -> None:
+                 monotone: np.ndarray | None = None, device: str = "cpu", **settings: Any) -> None:
         self.config = DensityFlowConfig()
         self.with_settings(**settings)
         self.schema = schema
         self._mutable = mutable
+        self._monotone = monotone
         self.device = torch.device(device)
         self.surrogate: Surrogate | None = None
         self.field: VelocityField | None = None
@@ -87,6 +90,17 @@ class DensityFlow(TrainingMixin, DistillationMixin, InferenceMixin, PersistenceM
         if self.schema is not None:
             return ~self.schema.immutable_mask()
         return np.ones(d, dtype=bool)
+
+    def _monotone_signs(self, d: int) -> np.ndarray:
+        if self._monotone is not None:
+            signs = np.asarray(self._monotone)
+            if signs.shape != (d,) or not np.isin(signs, (-1, 0, 1)).all():
+                raise DataError(f"monotone must hold -1, 0 or 1 for each of the {d} encoded columns, got shape "
+                                f"{signs.shape}")
+            return signs.astype(np.int8)
+        if self.schema is not None and self.schema.n_encoded == d:
+            return self.schema.monotone_signs()
+        return np.zeros(d, dtype=np.int8)
 
     def _flip(self, y: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         k = self.n_classes

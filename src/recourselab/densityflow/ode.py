@@ -2,7 +2,8 @@
 
 The state is augmented with the kinetic energy ``e`` (``de/dt = ||v||^2``), so ``e(T)`` is
 the exact transport cost of the path. The velocity is multiplied by a mask that is zero on
-immutable coordinates: those can never change.
+immutable coordinates: those can never change. On a monotone coordinate the velocity keeps
+only its allowed sign, so a path never moves that coordinate the forbidden way.
 """
 
 from __future__ import annotations
@@ -19,24 +20,32 @@ class VelocityField(nn.Module):
     Parameters
     ----------
     d : encoded width; n_classes : K; mutable : (d,) 0/1 mask (0 = immutable coordinate).
+    monotone : (d,) of -1 / 0 / +1: coordinates whose velocity is clipped to <= 0 / free / >= 0
+        (None: all free). Not saved with the weights (the model's settings record it).
     spectral : spectral-normalise the three linear layers (extension, off by default): the
         field's Jacobian stays bounded (about 1.2), so the ODE cannot become stiff in long runs;
         the biases keep the speed itself free.
     """
 
     def __init__(self, d: int, n_classes: int, mutable: torch.Tensor, *, hidden: int = 128,
-                 embed_dim: int = 16, spectral: bool = False) -> None:
+                 embed_dim: int = 16, spectral: bool = False, monotone: torch.Tensor | None = None) -> None:
         super().__init__()
         self.embed = nn.Embedding(n_classes, embed_dim)
         wrap = spectral_norm if spectral else (lambda layer: layer)
         self.net = nn.Sequential(wrap(nn.Linear(2 * d + 1 + embed_dim, hidden)), nn.SiLU(),
                                  wrap(nn.Linear(hidden, hidden)), nn.SiLU(), wrap(nn.Linear(hidden, d)))
         self.register_buffer("mutable", mutable.float().clone())
+        signs = torch.zeros(d) if monotone is None else monotone.float().clone()
+        self.register_buffer("monotone", signs, persistent=False)
+        self._ruled = bool((signs != 0).any())
 
     def forward(self, t: torch.Tensor, z: torch.Tensor, x_src: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         tt = t.reshape(1, 1).expand(len(z), 1).to(z)
         h = torch.cat([z, tt, x_src, self.embed(target)], dim=1)
-        return self.net(h) * self.mutable
+        v = self.net(h) * self.mutable
+        if self._ruled:
+            v = torch.where(self.monotone > 0, v.clamp(min=0.0), torch.where(self.monotone < 0, v.clamp(max=0.0), v))
+        return v
 
 
 class AugmentedDynamics(nn.Module):

@@ -38,6 +38,9 @@ def _check_meta(meta: dict[str, Any], path: Path) -> None:
         ("C", "a finite number > 0", is_num(meta["C"]) and meta["C"] > 0),
         ("mutable", "a list of d booleans", isinstance(meta["mutable"], list)
          and all(isinstance(v, bool) for v in meta["mutable"]) and (not is_int(d) or len(meta["mutable"]) == d)),
+        ("monotone", "a list of d values -1, 0 or 1", "monotone" not in meta or (
+            isinstance(meta["monotone"], list) and all(is_int(v) and v in (-1, 0, 1) for v in meta["monotone"])
+            and (not is_int(d) or len(meta["monotone"]) == d))),
         ("queries_used", "an integer >= 0",
          is_int(meta.get("queries_used", 0)) and meta.get("queries_used", 0) >= 0),
         ("dataset", "a dataset name or null", meta.get("dataset") is None or isinstance(meta["dataset"], str)),
@@ -61,10 +64,12 @@ class PersistenceMixin:
         self._require_fit()
         if name == "densityflow.json":
             weights = {f: hashlib.sha256(self.file_bytes(f)).hexdigest() for f in self.WEIGHT_FILES}
+            signs = self.field.monotone.cpu().numpy().astype(int)
+            ruled = {"monotone": signs.tolist()} if signs.any() else {}  # files without rules stay as they were
             return json_bytes({"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
                                "weights_sha256": weights,
                                "n_classes": self.n_classes, "C": self.C, "queries_used": int(self.queries_used_),
-                               "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(),
+                               "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(), **ruled,
                                "dataset": None if self.schema is None else self.schema.dataset})
         module = {"surrogate.pt": self.surrogate, "generator.pt": self.field}[name]
         buf = io.BytesIO()
@@ -109,7 +114,10 @@ class PersistenceMixin:
                         "counterfactuals will not be snapped to valid levels and ranges, nor decoded to original "
                         "units; pass schema= (e.g. Schema.load of the prepared split's schema.json)", directory, saved)
         try:
-            flow = cls(schema=schema, mutable=np.array(meta["mutable"]), device=device, **meta["config"])
+            # a save without the key had no rules of its own: the schema's apply, if it has any
+            signs = np.array(meta["monotone"]) if "monotone" in meta else None
+            flow = cls(schema=schema, mutable=np.array(meta["mutable"]), monotone=signs, device=device,
+                       **meta["config"])
             flow.build(meta["d"], meta["n_classes"], meta["C"])
         except (RecourselabError, TypeError, ValueError) as err:
             raise ArtifactError(f"{meta_path} does not describe a valid DensityFlow ({error_reason(err)}); "

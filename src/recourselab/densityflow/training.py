@@ -79,10 +79,11 @@ class TrainingMixin:
         cfg = self.config
         self.n_classes, self.C = n_classes, C
         mutable = torch.as_tensor(self._mutable_mask(d))
+        monotone = torch.as_tensor(self._monotone_signs(d))
         with torch_seeded(cfg.seed):  # initial weights from the seed, also with tasks in threads
             self.surrogate = Surrogate(d, n_classes, hidden=cfg.hidden, score_mode=cfg.score_mode).to(self.device)
             self.field = VelocityField(d, n_classes, mutable, hidden=cfg.hidden, embed_dim=cfg.embed_dim,
-                                       spectral=cfg.field_spectral_norm).to(self.device)
+                                       spectral=cfg.field_spectral_norm, monotone=monotone).to(self.device)
 
     def density_margin(self, x: torch.Tensor, y: torch.Tensor, target: torch.Tensor) -> torch.Tensor | float:
         """log tau, or per-row margins from ``density_quantile`` over real rows ``x`` of labels ``y``."""
