@@ -502,3 +502,112 @@ def test_a_stage_killed_after_its_first_seed_resumes_with_that_seed_as_a_cache_h
             resumed = _resumable_run(str(tmp_path))
     assert [r.cached for r in resumed] == [True, False, False] and sorted(RAN) == [1, 2]
     assert [(r.out_dir / "a.txt").read_text() for r in resumed] == ["seed 0", "seed 1", "seed 2"]
+
+
+def test_stale_leftovers_of_killed_runs_are_swept_and_fresh_ones_kept(tmp_path, caplog):
+    import os
+    import time
+
+    from recourselab.orchestration import STALE_AFTER_S
+
+    stage, out = tmp_path / "stage", tmp_path / "out"
+    writers = {"a.txt": lambda p: p.write_text("alpha")}
+    kept = Path(stage_artifacts(stage, writers)["dir"])
+    old = time.time() - STALE_AFTER_S - 60
+    for name in (".staging-old", ".staging-new"):
+        (stage / name).mkdir()
+        (stage / name / "a.txt").write_text("half")
+    out.mkdir()
+    for name in (".x.abc.tmp", ".y.def.tmp", ".notes.tmp", "keep.txt"):
+        (out / name).write_text("half")
+    for path in (stage / ".staging-old", kept, out / ".x.abc.tmp", out / ".notes.tmp", out / "keep.txt"):
+        os.utime(path, (old, old))
+
+    with caplog.at_level(logging.INFO, logger="recourselab.orchestration"):
+        manifest = stage_artifacts(stage, writers)
+        publish([manifest], [out])
+    assert sorted(p.name for p in stage.iterdir()) == sorted([".staging-new", kept.name])
+    assert sorted(p.name for p in out.iterdir()) == [".notes.tmp", ".y.def.tmp", "a.txt", "keep.txt"]
+    assert manifest_intact(manifest) and (out / "a.txt").read_text() == "alpha"
+    swept = [r.getMessage() for r in caplog.records if "stale" in r.getMessage()]
+    assert swept == [f"removed 1 stale staging folder(s) of killed runs in {stage}",
+                     f"removed 1 stale temporary file(s) of killed runs in {out}"]
+
+
+def test_staged_files_and_their_folders_are_fsynced_once(tmp_path, monkeypatch):
+    import os
+
+    real, synced = os.fsync, []
+
+    def fsync(fd):  # folders refuse, as on file systems without directory fsync
+        st = os.fstat(fd)
+        synced.append((st.st_dev, st.st_ino))
+        if os.path.stat.S_ISDIR(st.st_mode):
+            raise OSError(22, "Invalid argument")
+        return real(fd)
+
+    def ident(path):  # noqa: ANN001, ANN202
+        st = path.stat()
+        return st.st_dev, st.st_ino
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    writers = {"a.txt": lambda p: p.write_text("alpha"), "b.txt": lambda p: p.write_text("beta")}
+    manifest = stage_artifacts(tmp_path / "stage", writers)
+    final = Path(manifest["dir"])
+    files = [ident(final / n) for n in writers]
+    assert all(synced.count(f) == 1 for f in files), synced
+    assert ident(final) in synced and ident(tmp_path / "stage") in synced
+    assert len(synced) == len(writers) + 2
+    synced.clear()
+    publish([manifest], [tmp_path / "out"])
+    assert synced == [ident(tmp_path / "out")]  # hard links share the staged files' synced data
+    assert (tmp_path / "out" / "b.txt").read_text() == "beta"
+
+
+FAIL_SEEDS_ENV = "RECOURSELAB_TEST_FAIL_SEEDS"
+
+
+def _recompute_fn(*, seed: int, error: str, staging_root: str) -> dict:
+    import os
+
+    if str(seed) in os.environ.get(FAIL_SEEDS_ENV, "").split(","):
+        from recourselab.errors import DataError
+
+        raise {"data": DataError(f"the rows of seed {seed} are broken"), "bug": ZeroDivisionError("oops")}[error]
+    return stage_artifacts(f"{staging_root}/seed={seed}", {"a.txt": lambda p: p.write_text(f"seed {seed}")})
+
+
+@pytest.mark.parametrize("error", ["data", "bug"])
+def test_a_failed_recompute_of_a_damaged_cache_hit_names_its_key_and_publishes_nothing(tmp_path, monkeypatch,
+                                                                                       error):
+    from prefect import flow, task
+    from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+    from recourselab import orchestration
+    from recourselab.errors import DataError, TaskFailedError
+
+    monkeypatch.setattr(orchestration, "RETRY_DELAYS_S", (0.0, 0.0))
+    seed_task = task(_recompute_fn, name="recompute", cache_policy=TASK_SOURCE + INPUTS)
+    out = [tmp_path / "out" / f"seed={s}" for s in (0, 1, 2)]
+
+    @flow(name="recompute-flow")
+    def run() -> list:
+        return orchestration.run_tasks(seed_task, [dict(seed=s, error=error, staging_root=str(tmp_path / "s"))
+                                                   for s in (0, 1, 2)],
+                                       out, tmp_path / "results", keys=[f"moons/seed={s}" for s in (0, 1, 2)])
+
+    run()
+    for d in out:  # the last good outputs, told apart from what a new publish would write
+        (d / "a.txt").unlink()
+        (d / "a.txt").write_text("last good")
+    staged, = (tmp_path / "s" / "seed=1").iterdir()
+    (staged / "a.txt").unlink()  # the cache hit's staged file is gone: the task reruns, and now fails
+    monkeypatch.setenv(FAIL_SEEDS_ENV, "1")
+    with pytest.raises(DataError if error == "data" else TaskFailedError) as info:
+        run()
+    assert str(info.value).splitlines()[0].startswith("moons/seed=1 failed: ")
+    assert ("are broken" if error == "data" else "ZeroDivisionError: oops") in str(info.value)
+    if error == "bug":
+        assert isinstance(info.value.__cause__, ZeroDivisionError)
+    assert [(d / "a.txt").read_text() for d in out] == ["last good"] * 3
+    assert sorted(p.name for d in out for p in d.iterdir()) == ["a.txt"] * 3

@@ -9,7 +9,13 @@ the staged files into the stage's output folder with atomic copies. A second run
 same key is a cache hit: the task body does not run, the manifest is read back and the
 files are published again (DVC removes a stage's outputs before it reruns it). If staged
 files have vanished or changed, the task is rerun with ``refresh_cache=True`` and its fresh
-files replace the damaged staging folder; nothing that fails its sha256 is published.
+files replace the damaged staging folder; nothing that fails its sha256 is published, and a
+rerun that fails is reported with its key like any failed task.
+
+Staged files and the folders they are renamed into are fsynced, so a staged manifest survives
+a power loss. Temporary files and folders that a killed run left behind (``.staging-*`` in a
+staging folder, ``.<name>.*.tmp`` in an out dir) are swept by the next write there once they
+are older than :data:`STALE_AFTER_S`.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +38,12 @@ from recourselab.io import FILE_MODE, error_reason, sha256_file
 log = logging.getLogger(__name__)
 
 Writer = Callable[[Path], Any]
+
+#: Age (seconds) past which a temporary file or folder is a killed run's leftover and is swept; a live
+#: writer's are seconds old, so a concurrent run's are kept.
+STALE_AFTER_S = 3600.0
+#: Names of the temporary files :func:`publish` makes beside its targets (``tempfile.mkstemp``).
+_PUBLISH_TMP = re.compile(r"\..+\.[a-z0-9_]+\.tmp")
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,7 @@ def stage_artifacts(staging_dir: str | Path, writers: Mapping[str, Writer]) -> d
     """
     staging_dir = Path(staging_dir)
     staging_dir.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(staging_dir, staging_dir.glob(".staging-*"), "staging folder")
     tmp = Path(tempfile.mkdtemp(prefix=".staging-", dir=staging_dir))
     try:
         for name, write in writers.items():
@@ -73,7 +88,11 @@ def stage_artifacts(staging_dir: str | Path, writers: Mapping[str, Writer]) -> d
             if final.exists():  # a damaged earlier copy (a file deleted or altered): replace it
                 log.warning("staged artifacts in %s were damaged; replacing them", final)
                 shutil.rmtree(final)
+            for name in writers:
+                _fsync_file(tmp / name)
+            _fsync_dir(tmp)
             os.replace(tmp, final)
+            _fsync_dir(staging_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -92,14 +111,17 @@ def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Pat
     Every file is first linked or copied to a temporary file beside its target; only when all copies
     exist are they renamed into place, one ``os.replace`` each. An interruption or a full disk
     while copying (the slow part) removes the temporary files and leaves every existing output
-    as it was; the renames that follow take microseconds. Returns each manifest's files
-    (name -> sha256).
+    as it was; the renames that follow take microseconds, then each out dir is fsynced. Temporary
+    files that a killed publish left in an out dir are swept first (see :data:`STALE_AFTER_S`).
+    Returns each manifest's files (name -> sha256).
     """
     staged: list[tuple[Path, Path]] = []
     try:
         for manifest, out_dir in zip(manifests, out_dirs, strict=True):
             out_dir = Path(out_dir)
             out_dir.mkdir(parents=True, exist_ok=True)
+            _sweep_stale(out_dir, (p for p in out_dir.glob(".*.tmp") if _PUBLISH_TMP.fullmatch(p.name)),
+                         "temporary file")
             for name in manifest["files"]:
                 fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
                 os.close(fd)
@@ -111,7 +133,57 @@ def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Pat
         raise
     for tmp, target in staged:
         os.replace(tmp, target)
+    for out_dir in dict.fromkeys(target.parent for _, target in staged):
+        _fsync_dir(out_dir)
     return [dict(manifest["files"]) for manifest in manifests]
+
+
+def _sweep_stale(folder: Path, paths: Iterable[Path], what: str) -> int:
+    """Remove the files or folders among ``paths`` (in ``folder``) last modified over :data:`STALE_AFTER_S` ago.
+
+    Returns how many were removed (a count logged at INFO when not zero); one that another
+    run removes first is skipped.
+    """
+    cutoff = time.time() - STALE_AFTER_S
+    removed = 0
+    for path in paths:
+        try:
+            if path.lstat().st_mtime > cutoff:
+                continue
+        except FileNotFoundError:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed += not os.path.lexists(path)
+    if removed:
+        log.info("removed %d stale %s(s) of killed runs in %s", removed, what, folder)
+    return removed
+
+
+def _fsync_file(path: Path) -> None:
+    """Flush ``path``'s data to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Flush ``path``'s entries (names created or renamed in it) to disk; best effort, as some file
+    systems cannot fsync a folder."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 #: Waits (seconds) before each new try of a task that failed with a transient error: growing backoff.
@@ -149,6 +221,7 @@ def _link_or_copy(src: Path, tmp: Path) -> None:
         os.link(src, tmp)
     except OSError:  # another file system, or links not allowed: copy
         shutil.copyfile(src, tmp)
+        _fsync_file(tmp)
     os.chmod(tmp, FILE_MODE)
 
 
@@ -158,17 +231,18 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
 
     Must be called inside a Prefect flow. A task that fails with a transient error (:func:`is_transient`)
     is tried again after each of :data:`RETRY_DELAYS_S`. Tasks whose staged files are gone or altered are
-    rerun with ``refresh_cache=True``. Publishing happens only after *all* tasks succeeded, so
-    a failing seed leaves every existing output untouched; the seeds that succeeded keep their
+    rerun with ``refresh_cache=True``. Publishing happens only after *all* tasks (and reruns) succeeded,
+    so a failing seed leaves every existing output untouched; the seeds that succeeded keep their
     staged artifacts and cached results (cache hits on the next run).
 
     Raises
     ------
     RecourselabError
         One or more tasks failed: one error whose message has a line ``<key> failed: <error>``
-        per failed task. When the first failure is a recourselab error, it is that error (same
-        type) with this message; an unexpected exception becomes a :class:`TaskFailedError`
-        chained to it (Prefect's task log shows its traceback).
+        per failed task (see :func:`task_failure`). When the first failure is a recourselab error,
+        it is that error (same type) with this message; an unexpected exception becomes a
+        :class:`TaskFailedError` chained to it (Prefect's task log shows its traceback). A failed
+        rerun of a damaged cache hit is reported the same way, with its own key.
     """
     keys = list(keys) if keys is not None else [str(i) for i in range(len(calls))]
     configured = task.with_options(result_storage=Path(result_storage), persist_result=True,
@@ -193,7 +267,13 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
         state = fut.state.name
         if not manifest_intact(manifest):
             log.warning("%s: staged artifacts missing or altered, recomputing", key)
-            manifest = configured.with_options(refresh_cache=True)(**kw)
+            try:
+                manifest = configured.with_options(refresh_cache=True)(**kw)
+            except Exception as exc:
+                err = task_failure([(key, exc)])
+                if err is exc:
+                    raise
+                raise err from exc
             state = "Completed"
             if not manifest_intact(manifest):
                 raise RecourselabError(f"{key}: the recomputed artifacts in {manifest['dir']} do not match their "
