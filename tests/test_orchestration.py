@@ -611,3 +611,11 @@ def test_a_failed_recompute_of_a_damaged_cache_hit_names_its_key_and_publishes_n
         assert isinstance(info.value.__cause__, ZeroDivisionError)
     assert [(d / "a.txt").read_text() for d in out] == ["last good"] * 3
     assert sorted(p.name for d in out for p in d.iterdir()) == ["a.txt"] * 3
+
+
+def test_publishing_the_same_staged_files_again_leaves_no_temporary_file(tmp_path):
+    manifest = stage_artifacts(tmp_path / "stage", {"a.txt": lambda p: p.write_text("alpha")})
+    out = tmp_path / "out"
+    for _ in range(2):  # the second publish links the same staged file: a rename onto itself is a no-op
+        publish([manifest], [out])
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt"] and (out / "a.txt").read_text() == "alpha"

@@ -132,7 +132,10 @@ def publish(manifests: Sequence[Mapping[str, Any]], out_dirs: Sequence[str | Pat
             tmp.unlink(missing_ok=True)
         raise
     for tmp, target in staged:
-        os.replace(tmp, target)
+        if target.exists() and os.path.samefile(tmp, target):
+            tmp.unlink()  # already this very file (a link to the same staged copy): rename would keep both names
+        else:
+            os.replace(tmp, target)
     for out_dir in dict.fromkeys(target.parent for _, target in staged):
         _fsync_dir(out_dir)
     return [dict(manifest["files"]) for manifest in manifests]
