@@ -18,10 +18,11 @@ import json
 import logging
 from pathlib import Path
 
-from flows.densityflow import _ensemble, distill_settings
+from flows.densityflow import seed_ensemble
 from recourselab.config import load_params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
+from recourselab.densityflow.config import settings_of
 from recourselab.metrics.robustness import query_set, validity_metrics
 from recourselab.report.rq_figures import RQ3_BUDGETS, rq3_figure
 
@@ -43,14 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     X, y = prepared.arrays("train")
     Xte, yte = prepared.arrays("test")
     members = list(params.tune_ensemble.members)
-    box = _ensemble(str(args.data / "ensemble" / sub), schema, members, seed=args.seed)
+    box = seed_ensemble(str(args.data / "ensemble" / sub), schema, members, seed=args.seed)
     q = query_set(box.query(Xte, budget="evaluation"), yte, params.generate.max_queries, seed=args.seed)
     target = (yte[q] + 1) % schema.n_classes
     rows = []
     for budget in args.budgets:
         flow = DensityFlow.load(args.data / "densityflow" / sub, schema=schema)
-        flow.with_settings(**distill_settings(params.distill.model_dump(mode="json")),
-                           n_starts=params.generate.n_starts, jitter=params.generate.jitter)
+        flow.with_settings(**settings_of("distill", params.distill.model_dump(mode="json")),
+                           **settings_of("generate", params.generate.model_dump(mode="json")))
         used = flow.distill(box, X, y, budget=budget) if budget else 0
         res = flow.generate(Xte[q], target=target)
         v = validity_metrics(box.query(res.counterfactuals, budget="evaluation"), res.target)

@@ -121,6 +121,8 @@ def test_ages_only_grow_by_default_and_a_profile_can_lift_the_rule(registry_data
     assert dataset_spec("compas", lifted).monotone == ()
     assert dataset_spec("moons", lifted).monotone == (("x0", "decreasing"),)
     assert dataset_spec("adult", lifted).monotone == (("age", "increasing"),)  # not listed: declared rules
+    frozen = parse_params({"prepare": {"immutable": {"adult": ["race", "sex", "native-country", "age"]}}})
+    assert dataset_spec("adult", frozen).monotone == ()  # immutable is the stronger rule
     with pytest.raises(DataError, match=r"unknown monotone direction\(s\) \['up'\]; valid: increasing, decreasing"):
         load_dataset("moons", n_synthetic=100, monotone={"x0": "up"})
     with pytest.raises(DataError, match=r"monotone rules for \['nope'\]"):

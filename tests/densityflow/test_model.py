@@ -878,5 +878,11 @@ def test_a_monotone_coordinate_never_moves_the_forbidden_way_and_the_rule_is_sav
     again = DensityFlow.load(tmp_path / "m")
     assert again.field.monotone.tolist() == [1.0, -1.0, 0.0]
     np.testing.assert_array_equal(again.generate(X[:20], target=1 - y[:20]).counterfactuals, cf)
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(y=y)
+    ruled = Schema.fit(frame, dataset="t", target="y", favourable=1, categorical=[], monotone={"a": "increasing"})
+    free = DensityFlow(schema=ruled, monotone=np.zeros(3), epochs=1, hidden=8, embed_dim=2,
+                       max_train_rows=60).fit(ruled.transform(frame), y)
+    free.save(tmp_path / "free")  # trained without rules on a schema with one: it is loaded as trained
+    assert DensityFlow.load(tmp_path / "free", schema=ruled).field.monotone.tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(DataError, match="monotone must hold -1, 0 or 1"):
         DensityFlow(monotone=np.array([2, 0, 0]), epochs=1).fit(X, y)

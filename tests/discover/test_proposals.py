@@ -252,6 +252,8 @@ def test_schema_monotone_features_are_actionability_rules_that_settings_can_over
     ruled = dataclasses.replace(toy, schema=dataclasses.replace(toy.schema, features=feats))
     assert actionability_rules(ruled.schema, DiscoverSettings()) == {"age": "increasing"}
     assert actionability_rules(ruled.schema, DiscoverSettings(actionability={"age": "fixed"})) == {"age": "fixed"}
+    with pytest.raises(DataError, match=r"goes against the schema's monotone rules age: decreasing \(schema: incr"):
+        _space(ruled, actionability={"age": "decreasing"})
     rows, cands = _propose(ruled, _space(ruled, step=1.0), M=300)
     col = ruled.schema.slices()["age"].start
     assert (cands[..., col] >= ruled.factuals[rows][:, col] - 1e-12).all()

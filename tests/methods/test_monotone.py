@@ -87,3 +87,46 @@ def test_schema_fit_refuses_rules_on_other_features():
     for name in ("c", "s", "nope"):
         with pytest.raises(Exception, match=rf"monotone rules for \['{name}'\], which are not mutable numerical"):
             Schema.fit(df, **kw, monotone={name: "increasing"})
+
+
+def _age_income_problem():
+    """Class 1 iff income > age; age may only grow. Returns schema, rows, labels and a 2-member oracle."""
+    from recourselab.models.oracle import BlackBox
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"age": rng.integers(18, 80, 300).astype(float), "income": rng.uniform(0, 100, 300)})
+    df["y"] = (df.income > df.age).astype(int)
+    schema = Schema.fit(df, dataset="t", target="y", favourable=1, categorical=[], integer=["age"],
+                        monotone={"age": "increasing"})
+
+    class Rule:
+        def predict_proba(self, Z):  # noqa: N803
+            raw = schema.inverse_transform(np.asarray(Z))
+            p = (raw.income.to_numpy() > raw.age.to_numpy()).astype(float)
+            return np.stack([1 - p, p], axis=1)
+
+    return schema, schema.transform(df), df["y"].to_numpy(), BlackBox({"a": Rule(), "b": Rule()}, schema=schema)
+
+
+def test_robustflow_anchors_respect_the_rule():
+    from types import SimpleNamespace
+
+    from recourselab.methods.robust import RobustFlow, RobustSettings
+
+    schema, X, y, box = _age_income_problem()
+    F = schema.transform(pd.DataFrame({"age": [20.0, 60.0], "income": [15.0, 10.0], "y": [0, 0]}))
+    first = F.copy()
+    first[0] = schema.transform(pd.DataFrame({"age": [20.0], "income": [25.0], "y": [1]}))[0]  # row 0 is solved
+    flow = SimpleNamespace(generate=lambda X_, t: SimpleNamespace(counterfactuals=first.copy()), queries_used_=0)
+    for settings in (RobustSettings(pool=0), RobustSettings()):  # row 0's point must not anchor the older row 1
+        cf = RobustFlow(flow, box, X, y, schema=schema, settings=settings).explain(F, target=1)
+        assert monotone_violations(cf.factuals, cf.counterfactuals, schema.monotone_signs()) == 0
+
+
+def test_dice_asks_again_when_a_rule_moved_its_point():
+    pytest.importorskip("dice_ml")
+    schema, X, y, box = _age_income_problem()
+    cf = make_method("dice", box, X_train=X, y_train=y, seed=0).explain(X[y == 0][:10], target=1)
+    assert monotone_violations(cf.factuals, cf.counterfactuals, schema.monotone_signs()) == 0
+    truth = box.query(cf.counterfactuals).member_labels[0] == 1
+    assert np.array_equal(cf.valid, truth)

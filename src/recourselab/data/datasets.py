@@ -111,6 +111,7 @@ def _spec(name: str, custom: CustomDataset | None, immutable: Sequence[str] | No
                         "(or pass custom= to declare your own)")
     fixed = spec.immutable if immutable is None else tuple(immutable)
     one_way = spec.monotone if monotone is None else tuple((f, r) for f, r in monotone.items() if r is not None)
+    one_way = tuple((f, r) for f, r in one_way if f not in fixed)  # immutable is the stronger rule
     bad = sorted({rule for _, rule in one_way} - set(MONOTONE_RULES))
     if bad:
         raise DataError(f"dataset {name!r}: unknown monotone direction(s) {bad}; valid: {', '.join(MONOTONE_RULES)}")

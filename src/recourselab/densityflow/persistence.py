@@ -64,12 +64,11 @@ class PersistenceMixin:
         self._require_fit()
         if name == "densityflow.json":
             weights = {f: hashlib.sha256(self.file_bytes(f)).hexdigest() for f in self.WEIGHT_FILES}
-            signs = self.field.monotone.cpu().numpy().astype(int)
-            ruled = {"monotone": signs.tolist()} if signs.any() else {}  # files without rules stay as they were
             return json_bytes({"config": dataclasses.asdict(self.config), "d": int(self.field.mutable.numel()),
                                "weights_sha256": weights,
                                "n_classes": self.n_classes, "C": self.C, "queries_used": int(self.queries_used_),
-                               "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(), **ruled,
+                               "mutable": self.field.mutable.cpu().numpy().astype(bool).tolist(),
+                               "monotone": self.field.monotone.cpu().numpy().astype(int).tolist(),
                                "dataset": None if self.schema is None else self.schema.dataset})
         module = {"surrogate.pt": self.surrogate, "generator.pt": self.field}[name]
         buf = io.BytesIO()
@@ -114,7 +113,7 @@ class PersistenceMixin:
                         "counterfactuals will not be snapped to valid levels and ranges, nor decoded to original "
                         "units; pass schema= (e.g. Schema.load of the prepared split's schema.json)", directory, saved)
         try:
-            # a save without the key had no rules of its own: the schema's apply, if it has any
+            # saves from before monotone rules lack the key: the schema's rules apply, if it has any
             signs = np.array(meta["monotone"]) if "monotone" in meta else None
             flow = cls(schema=schema, mutable=np.array(meta["mutable"]), monotone=signs, device=device,
                        **meta["config"])

@@ -123,11 +123,18 @@ class CategoricalFeature:
 
 
 def check_actionability(schema: Schema, settings: DiscoverSettings, *, warn: bool = True) -> None:
-    """Raise a :class:`DataError` if an actionability rule names a feature the schema lacks; with
-    ``warn``, log rules on immutable features (they never move, whatever the rule says)."""
+    """Raise a :class:`DataError` if an actionability rule names a feature the schema lacks or goes
+    against one of the schema's monotone rules (only ``"fixed"`` or the same direction may name such a
+    feature); with ``warn``, log rules on immutable features (they never move, whatever the rule says)."""
     unknown = sorted(set(settings.actionability) - set(schema.feature_names))
     if unknown:
         raise DataError(f"actionability names unknown features {unknown}; features: {schema.feature_names}")
+    against = {f.name: (f.monotone, settings.actionability[f.name]) for f in schema.features
+               if f.monotone and settings.actionability.get(f.name, "fixed") not in ("fixed", f.monotone)}
+    if against:
+        raise DataError("actionability goes against the schema's monotone rules "
+                        + ", ".join(f"{n}: {rule} (schema: {mono})" for n, (mono, rule) in against.items())
+                        + "; lift a rule under prepare.monotone (null), not here")
     fixed = [f.name for f in schema.features if f.immutable and f.name in settings.actionability]
     if fixed and warn:
         logger.warning("actionability rules on immutable features %s have no effect: immutable features never "
@@ -147,7 +154,7 @@ class ProposalSpace:
     schema : encoded layout.
     factuals : encoded factual rows (n, d) (bounds and actionability are per row).
     settings : solver settings (cone angle, steps, temperature, actionability...); the schema's
-        monotone features follow their rule unless ``settings.actionability`` names them.
+        monotone features follow their rule unless ``settings.actionability`` fixes them.
     """
 
     def __init__(self, schema: Schema, factuals: np.ndarray, settings: DiscoverSettings) -> None:

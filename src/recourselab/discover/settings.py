@@ -160,7 +160,7 @@ class DiscoverSettings:
     edit_numerical, edit_categorical : which feature types may be edited (ablations).
     actionability : feature name -> ``"increasing"`` (never below its factual value / level
         index), ``"decreasing"`` or ``"fixed"``, on top of the schema's monotone features (which
-        follow their own rule unless named here); schema-immutable features are never edited.
+        follow their own rule; here they may only be fixed); schema-immutable features are never edited.
 
     Genetic strategy
     ----------------

@@ -211,12 +211,20 @@ class DiCE:
                         continue
                     cf[i] = model.encode(first)[0]
                     found[i] = True
-        cf[found] = valid_points(cf[found], Xf[found], self.schema)
+        made_valid = valid_points(cf[found], Xf[found], self.schema)
+        ruled = self.schema.monotone_signs() != 0
+        moved = np.flatnonzero(found)[~np.isclose(made_valid[:, ruled], cf[found][:, ruled], rtol=0.0,
+                                                  atol=1e-12).all(axis=1)]
+        cf[found] = made_valid
+        valid = found.copy()
+        if len(moved):  # a monotone feature was set back: DiCE's verdict was on another point, ask again (counted)
+            valid[moved] = search.query(cf[moved]).mean_proba.argmax(axis=1) == tgt[moved]
         if (~found).any():
             logger.info("%s: no counterfactual for %d of %d factuals", self.name, int((~found).sum()), len(Xf))
-        log = {"no_counterfactual": int((~found).sum()), "dice_method": self.method, "total_cfs": self.total_cfs}
+        log = {"no_counterfactual": int((~found).sum()), "dice_method": self.method, "total_cfs": self.total_cfs,
+               "monotone_rechecked": int(len(moved))}
         return result(self.name, self.schema, factuals, Xf, cf, tgt, search.rows, time.perf_counter() - t0,
-                      found, log)
+                      valid, log)
 
 
 __all__ = ["DICE_METHODS", "DICE_VERSION", "DiCE", "MissingExtraError", "OracleModel", "import_dice"]

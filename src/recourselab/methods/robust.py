@@ -136,6 +136,7 @@ class RobustFlow:
         self.budget_name = budget_name
         self.X_train, self.y_train = encode_train(X_train, y_train, self.schema, NAME)
         self._immutable = self.schema.immutable_mask()
+        self._monotone = self.schema.monotone_signs()
 
     def explain(self, factuals: np.ndarray | pd.DataFrame, target: Any = None, *,
                 budget: int | None = None) -> Counterfactuals:
@@ -168,11 +169,16 @@ class RobustFlow:
                       info, base)
 
     # ------------------------------------------------------------------ repair
-    def _same_immutables(self, A: np.ndarray, x: np.ndarray) -> np.ndarray:
-        imm = self._immutable
-        if not imm.any():
-            return np.ones(len(A), dtype=bool)
-        return np.isclose(A[:, imm], x[imm], rtol=0.0, atol=1e-9).all(axis=1)
+    def _allowed(self, A: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Which points of ``A`` (k, d) may answer factual ``x`` (d,): its immutables, and no monotone feature on
+        the forbidden side of ``x``'s value. Shape (k,)."""
+        ok = np.ones(len(A), dtype=bool)
+        imm, ruled = self._immutable, self._monotone != 0
+        if imm.any():
+            ok &= np.isclose(A[:, imm], x[imm], rtol=0.0, atol=1e-9).all(axis=1)
+        if ruled.any():
+            ok &= ((x[ruled] - A[:, ruled]) * self._monotone[ruled] <= 1e-9).all(axis=1)
+        return ok
 
     def _label_pool(self, X: np.ndarray, tgt: np.ndarray, bad: np.ndarray, search: Search,
                     start: int = 0, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -241,11 +247,11 @@ class RobustFlow:
 
     def _anchors(self, X: np.ndarray, tgt: np.ndarray, rows: np.ndarray, A: np.ndarray,
                  A_cls: np.ndarray) -> np.ndarray:
-        """Index into ``A`` of the nearest anchor of each of ``rows`` (its target, its immutables), -1 without one;
-        (n,) for all rows of X."""
+        """Index into ``A`` of the nearest anchor of each of ``rows`` (its target, its immutables, its monotone
+        rules), -1 without one; (n,) for all rows of X."""
         out = np.full(len(X), -1)
         for i in rows:
-            cand = np.flatnonzero((A_cls == tgt[i]) & self._same_immutables(A, X[i]))
+            cand = np.flatnonzero((A_cls == tgt[i]) & self._allowed(A, X[i]))
             if len(cand):
                 out[i] = cand[np.linalg.norm(A[cand] - X[i], axis=1).argmin()]
         return out
