@@ -349,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--model", default=None, help="DISCOVER's model (default: first of discover.models tuned)")
     sp.add_argument("--budget", type=int, default=None,
                     help="most ensemble rows queried in total (default: as many as the rows need)")
-    sp.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    sp.add_argument("--format", choices=("table", "json", "csv"), default=None,
+                    help="output format (default: csv or json when --out ends in .csv or .json, else table)")
     sp.add_argument("--out", type=Path, default=None, help="write the output to this file (default, or -: stdout)")
     sp.add_argument("--params", type=Path, default=None, help="params file (default: params.yaml of the project)")
     sp.add_argument("--data-root", type=Path, default=None, help="artifact folder (default: data/ of the project)")

@@ -309,6 +309,11 @@ def test_the_command_reads_stdin_writes_out_and_exits_1_when_no_row_is_explained
     monkeypatch.setattr("sys.stdin", io.StringIO(frame.iloc[:2].to_csv(index=False)))
     assert main([*args, "--format", "csv", "--out", str(out)]) == 0
     assert capsys.readouterr().out == "" and len(pd.read_csv(out)) == 2
+    for name, read in (("by-suffix.csv", lambda p: len(pd.read_csv(p))), ("by-suffix.JSON", lambda p: len(
+            json.loads(p.read_text()))), ("by-suffix.txt", lambda p: p.read_text().count("\nrow "))):
+        monkeypatch.setattr("sys.stdin", io.StringIO(frame.iloc[:2].to_csv(index=False)))
+        assert main([*args, "--out", str(tmp_path / name)]) == 0  # no --format: the suffix chooses it
+        assert read(tmp_path / name) == 2
     monkeypatch.setattr("sys.stdin", io.StringIO("age,hours,income,sex,job\n,,,,\n30,20,1e9,f,a\n"))
     assert main(args) == 1
     assert "0 of 2 rows explained" in capsys.readouterr().out

@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 FORMATS = ("table", "json", "csv")
 
 
+#: ``--out`` suffixes that choose the format when ``--format`` is not given.
+OUT_FORMATS = {".csv": "csv", ".json": "json"}
+
+
 def show(value: Any) -> str:
     """A value in original units as text: floats to 6 significant digits, everything else as is."""
     value = python_scalar(value)
@@ -148,7 +152,8 @@ def run_command(args: argparse.Namespace) -> int:
     result = explain(args.input, dataset=args.dataset, seed=args.seed, method=args.method, model=args.model,
                      budget=args.budget, params=load_checked_params(params_path),
                      data_root=args.data_root if args.data_root is not None else root / "data")
-    text = render(result, args.format)
+    fmt = args.format or (OUT_FORMATS.get(out.suffix.lower(), "table") if out is not None else "table")
+    text = render(result, fmt)
     if out is not None:
         try:
             write_bytes(out, text.encode())
@@ -157,7 +162,7 @@ def run_command(args: argparse.Namespace) -> int:
         log.info("wrote %s", out)
     else:
         sys.stdout.write(text)
-    if out is not None or args.format != "table":  # the table ends with this line itself
+    if out is not None or fmt != "table":  # the table ends with this line itself
         log.info("%d of %d rows explained; %d rows sent to the models (%s)", result.n_explained, len(result.rows),
                  result.queries, _budget(result))
     return 0 if result.n_explained else 1
