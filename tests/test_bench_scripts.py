@@ -17,4 +17,5 @@ def test_the_script_loads_without_running(script, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     monkeypatch.setattr(sys, "argv", [script])
-    runpy.run_path(str(ROOT / script), run_name="bench_script_under_test")  # not "__main__": main() is not called
+    names = runpy.run_path(str(ROOT / script), run_name="bench_script_under_test")  # not "__main__": no run
+    assert callable(names.get("main")), f"{script} has no main() entry point"

@@ -147,8 +147,7 @@ def check_immutables(schema: Schema, factuals: np.ndarray, counterfactuals: np.n
 def check_monotone(schema: Schema, factuals: np.ndarray, counterfactuals: np.ndarray) -> None:
     """Raise :class:`MonotoneRuleBroken` when a monotone column of ``counterfactuals`` (n, d) moved the
     forbidden way from ``factuals`` (n, d) by more than 1e-9 (in z-units)."""
-    sign = schema.monotone_signs()
-    wrong = (factuals - counterfactuals) * sign > 1e-9
+    wrong = np.abs(schema.project_monotone(counterfactuals, factuals) - counterfactuals) > 1e-9
     if wrong.any():
         slices = schema.slices()
         names = [f.name for f in schema.features if f.monotone and wrong[:, slices[f.name]].any()]
