@@ -1,4 +1,4 @@
-"""Certification repair: query-free reverts of edited rows."""
+"""Certification repair: query-free reverts of edited rows, then the merit polish."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from recourselab.discover import Discover, make_target
 from recourselab.discover.certify import Certificate, is_feasible
 from recourselab.discover.ot import random_directions
 from recourselab.discover.repair import revert_rows
+from recourselab.discover.settings import DiscoverSettings
+from recourselab.discover.setup import directions_at
 
 pytestmark = pytest.mark.filterwarnings("ignore::recourselab.discover.NotCertifiedWarning")
 
@@ -84,9 +86,10 @@ def test_the_solver_returns_a_repaired_iterate_with_its_record(toy):
     target = make_target("beta", a=0.1, b=0.9, seed=0)
     floor = Discover(toy.blackbox(), schema=toy.schema, **kw).solve(toy.factuals, target).metrics["U_x"] / 1.25
     kw["U_x"] = 1.005 * floor
-    plain = Discover(toy.blackbox(), schema=toy.schema, repair=False, **kw).solve(toy.factuals, target)
+    plain = Discover(toy.blackbox(), schema=toy.schema, repair=False, polish_iter=0, **kw).solve(toy.factuals, target)
     fixed = Discover(toy.blackbox(), schema=toy.schema, **kw).solve(toy.factuals, target)
-    assert not plain.feasible and plain.metrics["repaired_rows"] == 0
+    assert not plain.feasible and plain.metrics["repaired_rows"] == 0 and plain.metrics["certified_by"] is None
+    assert fixed.metrics["certified_by"] == "repair"  # reverts come first: the polish is not needed
     assert fixed.feasible and fixed.metrics["repaired_rows"] > 0
     assert fixed.queries == plain.queries  # reverts cost no query
     last = fixed.log.iloc[-1]
@@ -96,10 +99,59 @@ def test_the_solver_returns_a_repaired_iterate_with_its_record(toy):
     np.testing.assert_array_equal(fixed.counterfactuals[reverted], toy.factuals[reverted])
     np.testing.assert_array_equal(fixed.scores[reverted], plain.factual_scores[reverted])
     start = int(last["repaired_from"])  # the iterate it repaired, as a run stopped there returns it
-    stopped = Discover(toy.blackbox(), schema=toy.schema, repair=False, **(kw | {"max_iter": start})).solve(
+    stopped = Discover(toy.blackbox(), schema=toy.schema, repair=False, polish_iter=0,
+                       **(kw | {"max_iter": start})).solve(
         toy.factuals, target)
     keep = np.setdiff1d(np.arange(len(toy.factuals)), reverted)
     np.testing.assert_array_equal(fixed.counterfactuals[keep], stopped.counterfactuals[keep])
     assert fixed.metrics["edited_rows"] == stopped.metrics["edited_rows"] - len(reverted) > 0
     assert fixed.metrics["first_certified_iteration"] == len(fixed.log) - 1 == fixed.iteration
     assert fixed.metrics["iterations_run"] == plain.metrics["iterations_run"]
+
+
+# a short run that ends uncertified with both bounds above their thresholds: no set of reverts certifies it
+POLISH_KW = dict(max_iter=3, top_k=4, metric_projections=200, trials=50)
+
+
+def _independent_bounds(result, toy):
+    """UCL_x and UCL_y of a result, recomputed from its rows with the run's directions and rule."""
+    s = result.settings
+    theta = directions_at(toy.factuals.shape[1], DiscoverSettings.from_kwargs(**s), 0)
+    cert = Certificate(s["certificate"], len(toy.factuals), s["delta"], s["alpha"], s["bootstrap_resamples"], s["seed"])
+    ref_x = np.sort((toy.factuals @ theta.T).T, axis=1)
+    return (cert.input_bound(np.sort((result.counterfactuals @ theta.T).T, axis=1), ref_x),
+            cert.output_bound(np.sort(result.scores), np.sort(result.target_values)))
+
+
+def test_the_polish_certifies_what_reverts_cannot(toy):
+    target = make_target("beta", a=0.1, b=0.9, seed=0)
+    plain = Discover(toy.blackbox(), schema=toy.schema, polish_iter=0, **POLISH_KW).solve(toy.factuals, target)
+    fixed = Discover(toy.blackbox(), schema=toy.schema, **POLISH_KW).solve(toy.factuals, target)
+    assert not plain.feasible and plain.metrics["certified_by"] is None  # the repair alone fails here
+    assert fixed.feasible and fixed.metrics["certified_by"] == "polish"
+    last = fixed.log.iloc[-1]
+    assert last["branch"] == "polish" and fixed.iteration == len(fixed.log) - 1
+    # the certificate holds when recomputed from the returned rows alone
+    ucl_x, ucl_y = _independent_bounds(fixed, toy)
+    assert ucl_x < fixed.metrics["U_x"] and ucl_y < fixed.metrics["U_y"]
+    assert ucl_x == pytest.approx(last["UCL_x"]) and ucl_y == pytest.approx(last["UCL_y"])
+    # the search itself is unchanged; the polish adds at most `trials` one-row queries per step
+    assert fixed.metrics["iterations_run"] == plain.metrics["iterations_run"]
+    extra = fixed.queries - plain.queries
+    assert 0 < extra <= 200 * POLISH_KW["trials"]
+    # polished rows stay valid: the immutable feature kept, categories on their level phases, scores true
+    sex = toy.schema.slices()["sex"]
+    np.testing.assert_array_equal(fixed.counterfactuals[:, sex], toy.factuals[:, sex])
+    np.testing.assert_allclose(toy.schema.snap(fixed.counterfactuals), fixed.counterfactuals, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(fixed.scores, toy.model.predict_proba(fixed.counterfactuals)[:, 1])
+    again = Discover(toy.blackbox(), schema=toy.schema, **POLISH_KW).solve(toy.factuals, target)
+    np.testing.assert_array_equal(again.counterfactuals, fixed.counterfactuals)
+
+
+def test_the_polish_stays_within_the_query_budget(toy):
+    target = make_target("beta", a=0.1, b=0.9, seed=0)
+    plain = Discover(toy.blackbox(), schema=toy.schema, polish_iter=0, **POLISH_KW).solve(toy.factuals, target)
+    budget = plain.queries + 3 * POLISH_KW["trials"] + 7  # room for 3 polish steps, not 4
+    out = Discover(toy.blackbox(), schema=toy.schema, **POLISH_KW).explain(toy.factuals, target, budget=budget)
+    assert plain.queries < out.result.queries <= budget
+    assert not out.result.feasible  # 3 steps are not enough here, and the run ends without an error

@@ -115,7 +115,7 @@ def write_fixture(root: str | Path, *, moved: Sequence[int] = (), noise: Sequenc
         write_json(disc / "metrics.json", {
             "feasible": ok, "feasible_rate": float(ok), "OT_x": 0.04, "OT_y": 0.02, "UCL_x": 0.05 if ok else 0.3,
             "U_x": 0.1, "UCL_y": 0.03, "U_y": 0.05, "certified_x_holdout": 0.9, "queries": 1200,
-            "repaired_rows": 2 if ok else 0,
+            "repaired_rows": 2 if ok else 0, "certified_by": "polish" if ok else None,
             "selection_queries": 40, "n_factuals": n})
 
     metrics = data / "metrics" / DATASET

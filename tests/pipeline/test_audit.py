@@ -39,6 +39,7 @@ def test_stage_writes_every_section(tmp_path, params_file):
     assert "No recourse outputs" not in md and "absent" not in md.split("## Provenance")[0]
     assert "2 violations in 160 checked (row, feature) pairs; this must be 0." in md
     assert "**Flags:** 2 feature-rule violations (densityflow seed=0 sex (immutable): 2)" in md
+    assert "1 of 2 runs certified (UCL_x < U_x and UCL_y < U_y), 1 after the polish" in md
     assert "validity gap by sex is 0.5" in md and "lightgbm seed=0 (UCL_x 0.3 > U_x 0.1)" in md
     assert "| dice (default) | evaluate |" in md  # the evaluate stage's table
     figures = sorted(p.name for p in (report / "figures").glob("*.png"))

@@ -64,6 +64,7 @@ def test_certification_reason_from_the_failed_certificate(run_root):
     assert not cert.loc["lightgbm", "certified"] and cert.loc["lightgbm", "reason"] == "UCL_x 0.3 > U_x 0.1"
     assert cert.loc["svm", "certified"] and cert.loc["svm", "reason"] == ""
     assert cert.loc["svm", "repaired_rows"] == 2 and cert.loc["lightgbm", "repaired_rows"] == 0
+    assert cert.loc["svm", "certified_by"] == "polish" and cert.loc["lightgbm", "certified_by"] == ""
 
 
 def test_headline_numbers(rows):

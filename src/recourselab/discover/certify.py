@@ -287,6 +287,19 @@ class Certificate:
         return float(bootstrap_bound(y_sorted, ref_sorted, self.delta, self.alpha, *self.idx,
                                      b_resampled=self._reference("y", ref_sorted)))
 
+    def input_bounds(self, P_sorted: np.ndarray, ref_sorted: np.ndarray) -> np.ndarray:
+        """UCL_x of C candidates' sorted projections (C, N, n) against the factuals' (N, n). Shape (C,)."""
+        if self.idx is None:
+            N = P_sorted.shape[1]
+            return ucl_w2(P_sorted, ref_sorted[None], self.delta, self.alpha / N).reshape(len(P_sorted), N).mean(axis=1)
+        return np.array([self.input_bound(P, ref_sorted) for P in P_sorted])
+
+    def output_bounds(self, y_sorted: np.ndarray, ref_sorted: np.ndarray) -> np.ndarray:
+        """UCL_y of C candidates' sorted scores (C, n) against the sorted targets (n,). Shape (C,)."""
+        if self.idx is None:
+            return np.asarray(ucl_w2(y_sorted, ref_sorted[None], self.delta, self.alpha)).reshape(len(y_sorted))
+        return np.array([self.output_bound(y, ref_sorted) for y in y_sorted])
+
     def convert(self, U: float, rule: str) -> float:
         """A threshold ``U`` of this rule's scale in the scale of ``rule`` (the same distance)."""
         if CERTIFICATES[rule] == self.scale:

@@ -157,6 +157,11 @@ class DiscoverSettings:
         factuals, one at a time and without model queries, while that lowers
         ``max(UCL_x / U_x, UCL_y / U_y)``, until the certificate holds (:mod:`recourselab.discover.repair`).
         Default True.
+    polish_iter : when the repair cannot certify either, up to this many polish steps on the
+        iterate closest to certification: each scores ``trials`` one-row proposal moves (one model
+        call) and the reverts of the edited rows, and keeps the candidate that lowers the summed
+        violation of the two thresholds most, until the certificate holds
+        (:func:`recourselab.discover.repair.polish`). 0 turns it off. Default 200.
     edit_numerical, edit_categorical : which feature types may be edited (ablations).
     actionability : feature name -> ``"increasing"`` (never below its factual value / level
         index), ``"decreasing"`` or ``"fixed"``, on top of the schema's monotone features (which
@@ -222,6 +227,7 @@ class DiscoverSettings:
     embedding_dim: int | None = setting(None, ge=1)
     guidance: bool = setting(True)
     repair: bool = setting(True)
+    polish_iter: int = setting(200, ge=0)
     edit_numerical: bool = setting(True)
     edit_categorical: bool = setting(True)
     actionability: Mapping[str, str] = setting(factory=dict, choices=ACTIONABILITY)

@@ -51,7 +51,7 @@ from recourselab.discover.certify import eta_rule, is_feasible
 from recourselab.discover.metrics import ot_y
 from recourselab.discover.objective import Objective
 from recourselab.discover.ot import Matching, match, sorted_projections
-from recourselab.discover.repair import revert_rows
+from recourselab.discover.repair import polish, revert_rows
 from recourselab.discover.result import (
     DiscoverResult,
     both_verdicts,
@@ -172,30 +172,59 @@ class Discover:
         return yc
 
     def _repair(self, X: np.ndarray, y: np.ndarray, run: Any, theta: np.ndarray, ref_x: np.ndarray,
-                obj: Objective, last: dict[str, Any], ystar: np.ndarray, eta: float,
-                U_x: float) -> tuple[dict[str, Any], np.ndarray] | None:
+                obj: Objective, last: dict[str, Any], ystar: np.ndarray, eta: float, U_x: float,
+                rng: np.random.Generator) -> tuple[dict[str, Any], np.ndarray] | None:
         """Revert edited rows of the uncertified iterate (X, y), whose log record is ``last``, in place
         until it is certified on the directions ``theta`` (:func:`~recourselab.discover.repair.revert_rows`);
-        returns the repaired iterate's record and row scores q_i (n,), or None (X, y untouched) when no
-        sequence of reverts certifies it."""
+        with ``polish_iter`` > 0 and no such reverts, polish it (:func:`~recourselab.discover.repair.polish`)
+        with the run's proposal stream ``rng``, continued.
+        Returns the certified iterate's record and row scores q_i (n,), or None (X, y untouched)."""
         Xf, yf = run.Xf, run.yf
         P, Pf = run.embedded(X) @ theta.T, run.embedded(Xf) @ theta.T
         edited = (X != Xf).any(axis=1)
-        rep = revert_rows(P, y, Pf, yf, edited, ref_x, obj.ref_y, run.cert, U_x, run.U_y)
-        if not rep.certified:
+        s = self.settings
+        rep = revert_rows(P, y, Pf, yf, edited, ref_x, obj.ref_y, run.cert, U_x, run.U_y) if s.repair else None
+        if rep is not None and rep.certified:
+            X[rep.reverted], y[rep.reverted] = Xf[rep.reverted], yf[rep.reverted]
+            logger.info("repair: %d edited row(s) reverted to their factuals certify the iterate (UCL_x %.4g < "
+                        "%.4g, UCL_y %.4g < %.4g)", len(rep.reverted), rep.ucl_x, U_x, rep.ucl_y, run.U_y)
+            return self._certified_record(X, y, run, theta, ref_x, obj, last, ystar, eta, U_x, rep.ucl_x,
+                                          rep.ucl_y, "repair", rep.reverted.tolist())
+        if rep is not None:
             logger.info("repair: no sequence of reverted rows certifies iterate %d", last["iteration"])
+        steps = s.polish_iter  # within the run's query budget: the polish stops short instead of failing
+        if self._limit is not None:
+            steps = min(steps, max(self._limit - self._queries, 0) // s.trials)
+        if steps == 0:
             return None
-        X[rep.reverted], y[rep.reverted] = Xf[rep.reverted], yf[rep.reverted]
-        P[rep.reverted] = Pf[rep.reverted]
+        pol = polish(X, y, Xf, yf, space=run.space, project=lambda rows: run.embedded(rows) @ theta.T,
+                     scores=self._scores, ref_x=ref_x, ref_y=obj.ref_y, cert=run.cert, U_x=U_x, U_y=run.U_y,
+                     steps=steps, trials=s.trials, rng=rng)
+        if not pol.certified:
+            logger.info("polish: %d step(s) (%d model rows) did not certify iterate %d", pol.steps, pol.queries,
+                        last["iteration"])
+            return None
+        changed = np.flatnonzero((X != pol.X).any(axis=1))
+        X[:], y[:] = pol.X, pol.y
+        logger.info("polish: %d step(s) (%d model rows) certify the iterate (UCL_x %.4g < %.4g, UCL_y %.4g < %.4g)",
+                    pol.steps, pol.queries, pol.ucl_x, U_x, pol.ucl_y, run.U_y)
+        return self._certified_record(X, y, run, theta, ref_x, obj, last, ystar, eta, U_x, pol.ucl_x, pol.ucl_y,
+                                      "polish", changed.tolist())
+
+    def _certified_record(self, X: np.ndarray, y: np.ndarray, run: Any, theta: np.ndarray, ref_x: np.ndarray,
+                          obj: Objective, last: dict[str, Any], ystar: np.ndarray, eta: float, U_x: float,
+                          ucl_x: float, ucl_y: float, branch: str,
+                          rows: list[int]) -> tuple[dict[str, Any], np.ndarray]:
+        """The log record and row scores q_i (n,) of the iterate (X, y) that the repair (``branch``
+        ``"repair"``: ``rows`` reverted) or the polish (``"polish"``: ``rows`` changed) certified."""
+        P = run.embedded(X) @ theta.T
         m = match(P, ref_x, y, obj.ref_y, obj.w)
         qx, qy = obj.current(m, np.arange(1), P, y)
-        logger.info("repair: %d edited row(s) reverted to their factuals certify the iterate (UCL_x %.4g < %.4g, "
-                    "UCL_y %.4g < %.4g)", len(rep.reverted), rep.ucl_x, U_x, rep.ucl_y, run.U_y)
-        rec = {**last, "repaired_from": last["iteration"], "Q": (1.0 - eta) * qx + eta * qy,
-                "Q_selected": (1.0 - eta) * qx + eta * qy, "OT_x": qx, "OT_y": qy, "eta": eta, "branch": "repair",
-                "UCL_x": rep.ucl_x, "UCL_y": rep.ucl_y, "U_x": U_x, "feasible": True, "rows": rep.reverted.tolist(),
-                "accepted": False, "edited_rows": int((X != Xf).any(axis=1).sum()), "queries": self._queries,
-                "OT_y_metric": ot_y(y, ystar, delta=self.settings.metric_delta)}
+        Q = (1.0 - eta) * qx + eta * qy
+        rec = {**last, "repaired_from": last["iteration"], "Q": Q, "Q_selected": Q, "OT_x": qx, "OT_y": qy,
+               "eta": eta, "branch": branch, "UCL_x": ucl_x, "UCL_y": ucl_y, "U_x": U_x, "feasible": True,
+               "rows": rows, "accepted": False, "edited_rows": int((X != run.Xf).any(axis=1).sum()),
+               "queries": self._queries, "OT_y_metric": ot_y(y, ystar, delta=self.settings.metric_delta)}
         return rec, m.row_scores(eta)
 
     # ------------------------------------------------------------------ main entry
@@ -330,18 +359,19 @@ class Discover:
         best = min(ok, key=lambda i: (scored[i], i)) if ok else len(records) - 1
         feasible = bool(records[best]["feasible"] and records[best]["edited_rows"] > 0)
         iterations_run = len(records) - 1
-        repaired = 0
-        if not feasible and s.repair:
-            # the edited iterate closest to certification, max(UCL_x / U_x, UCL_y / U_y), is repaired
+        repaired, certified_by = 0, "search" if feasible else None
+        if not feasible and (s.repair or s.polish_iter):
+            # the edited iterate closest to certification, max(UCL_x / U_x, UCL_y / U_y), is repaired / polished
             merit = [max(r["UCL_x"] / r["U_x"], r["UCL_y"] / U_y) if r["edited_rows"] else np.inf for r in records]
             start = int(np.argmin(merit))
             Xr, yr = rewound(X, y, history, start)
-            repair = (self._repair(Xr, yr, run, theta, ref_x, obj, records[start], ystar, eta, records[-1]["U_x"])
-                      if merit[start] < np.inf else None)
+            repair = (self._repair(Xr, yr, run, theta, ref_x, obj, records[start], ystar, eta, records[-1]["U_x"],
+                                   rng) if merit[start] < np.inf else None)
             if repair is not None:
                 records.append({**repair[0], "iteration": len(records)})
                 q_rows.append(repair[1])
                 best, feasible, repaired = len(records) - 1, True, len(repair[0]["rows"])
+                certified_by = repair[0]["branch"]
                 certified.append(best)
                 X, y = Xr, yr
         X, y = rewound(X, y, history, best)
@@ -355,6 +385,7 @@ class Discover:
         metrics["feasible"] = feasible
         metrics["iterations_run"] = iterations_run
         metrics["repaired_rows"] = repaired
+        metrics["certified_by"] = certified_by
         metrics["last_accepted_iteration"] = accepted_at[-1] if accepted_at else None
         metrics["first_certified_iteration"] = certified[0] if certified else None
         if s.stop == "ot_y":

@@ -258,10 +258,13 @@ def build_audit(root: str | Path, dataset: str, params: Params, figure_dir: str 
         s.absent = f"No DISCOVER outputs (data/discover/{dataset} is absent)."
     else:
         n_ok = int(cert["certified"].sum())
-        n_rep = int((cert["certified"] & (cert["repaired_rows"] > 0)).sum())
+        polished = cert["certified_by"] == "polish"
+        n_pol = int((cert["certified"] & polished).sum())
+        n_rep = int((cert["certified"] & ~polished & (cert["repaired_rows"] > 0)).sum())
+        after = [f"{n_rep} after the repair reverted some edited rows to their factuals"] if n_rep else []
+        after += [f"{n_pol} after the polish moved rows towards the thresholds"] if n_pol else []
         s.notes.append(f"{n_ok} of {len(cert)} runs certified (UCL_x < U_x and UCL_y < U_y)"
-                       + (f", {n_rep} of them after the repair reverted some edited rows to their factuals "
-                          "(column repaired_rows)." if n_rep else "."))
+                       + (f", {' and '.join(after)} (columns certified_by, repaired_rows)." if after else "."))
         s.tables.append(("Certificate, OT(x) and OT(y) per model and seed", cert))
         for model in sorted({m for m, _ in run.discover}):
             frames = [f for (m, _), f in sorted(run.discover.items()) if m == model]

@@ -284,15 +284,16 @@ def _not_certified_reason(m: dict[str, Any]) -> str:
 
 def certification_table(run: RunOutputs) -> pd.DataFrame:
     """Per DISCOVER model and seed: certified, OT(x), OT(y), the upper confidence limits against their
-    thresholds, the share of held-out direction sets still certified, the rows the certification repair
-    reverted to their factuals (0 in outputs that predate it), and why a run is not certified."""
+    thresholds, the share of held-out direction sets still certified, what certified the run (the search,
+    the repair's reverts or the polish; empty in outputs that predate it), the rows the repair reverted or
+    the polish changed (0 in outputs that predate it), and why a run is not certified."""
     out = []
     for (model, seed), m in sorted(run.discover_metrics.items()):
         certified = bool(m.get("feasible"))
         out.append({"model": model, "seed": seed, "certified": certified, "OT_x": m.get("OT_x"),
                     "OT_y": m.get("OT_y"), "UCL_x": m.get("UCL_x"), "U_x": m.get("U_x"), "UCL_y": m.get("UCL_y"),
                     "U_y": m.get("U_y"), "certified_x_holdout": m.get("certified_x_holdout"),
-                    "repaired_rows": int(m.get("repaired_rows") or 0),
+                    "certified_by": m.get("certified_by") or "", "repaired_rows": int(m.get("repaired_rows") or 0),
                     "reason": "" if certified else _not_certified_reason(m)})
     return pd.DataFrame(out)
 
