@@ -25,7 +25,10 @@ recourselab's own verdicts (DKW and bootstrap on the run's directions). Time: pr
 ``Discover.solve`` (search plus the returned iterate's metrics), next to the reference's CPU time.
 
 Configurations (``--config``): ``restart`` (default: restart moves, ``restart_prob`` 1, and
-``eta_r`` 0.7) and ``solver_defaults`` (the solver's defaults besides the settings above).
+``eta_r`` 0.7), ``restart_k20`` / ``restart_k40`` (that, editing 20 / 40 rows per step),
+``restart_polish`` (that, with the solver's certification polish after the T iterations; every other
+configuration keeps the reference's budget, ``polish_iter`` 0) and ``solver_defaults`` (the solver's
+defaults besides the settings above).
 
 Writes bench/results/discover_reference_<config>.json and .md.
 Run: ``python bench/discover_reference.py [--tables shared50,shared200,fresh50] [--solver-seeds 0-10]
@@ -75,7 +78,8 @@ COLUMNS = tuple(f"{g} = {v}" for g, levels in GROUPS.items() for v in levels) + 
 DELTA, ALPHA, U_1, U_2, N_DIR, B, L = 0.1, 0.05, 0.8, 0.5, 10, 200, 5000
 SHARED_SEEDS = (42, 123, 7)
 #: The reference's search budget: N, M, k, h; T logged iterates (T - 1 steps) per n.
-BUDGET = {"n_projections": N_DIR, "trials": 10, "top_k": 3, "h": 3}
+#: The reference's budget: T outer iterations and no polish after them (config ``restart_polish`` adds it).
+BUDGET = {"n_projections": N_DIR, "trials": 10, "top_k": 3, "h": 3, "polish_iter": 0}
 T_OF_N = {50: 20, 200: 5}
 #: recourselab's settings on this problem besides the budget (the defaults otherwise).
 BASE = {"delta": DELTA, "alpha": ALPHA, "certificate": "bootstrap", "U_x": U_1, "U_y": U_2, "step": 0.1,
@@ -86,6 +90,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # config restart with more rows edited per step (not the reference's budget: its k is 3): what n = 200 needs
     "restart_k20": {"restart_prob": 1.0, "eta_r": 0.7, "top_k": 20},
     "restart_k40": {"restart_prob": 1.0, "eta_r": 0.7, "top_k": 40},
+    # config restart and the solver's certification polish after the T iterations (more steps and queries)
+    "restart_polish": {"restart_prob": 1.0, "eta_r": 0.7, "polish_iter": 200},
 }
 
 

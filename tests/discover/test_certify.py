@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from recourselab.discover.certify import dkw_epsilon, eta_rule, first_certified, is_feasible, ucl_sw2, ucl_w2
+from recourselab.discover.certify import (
+    Certificate,
+    dkw_epsilon,
+    eta_rule,
+    first_certified,
+    is_feasible,
+    ucl_sw2,
+    ucl_w2,
+)
 from recourselab.discover.ot import random_directions, sliced_wasserstein_sq, wasserstein_1d_sq
 
 
@@ -197,3 +205,28 @@ def test_certificate_rules_scales_and_conversion():
     assert dkw.input_bound(P, R) == ucl_sw2(P, R, 0.1, 0.05)
     with pytest.raises(Exception, match="unknown certificate rule"):
         Certificate("exact", 30, 0.1, 0.05)
+
+
+def test_batched_bounds_and_the_bootstrap_screen_agree_with_the_single_bounds():
+    rng = np.random.default_rng(5)
+    n, N, C = 40, 6, 5
+    ref_x, ref_y = np.sort(rng.normal(size=(N, n)), axis=1), np.sort(rng.uniform(0.5, 1.0, n))
+    P = np.sort(rng.normal(0.3, 1.2, size=(C, N, n)), axis=2)
+    y = np.sort(rng.uniform(0.0, 1.0, size=(C, n)), axis=1)
+    for rule in ("dkw", "bootstrap"):
+        cert = Certificate(rule, n, 0.05, 0.1, 50, seed=3)
+        np.testing.assert_allclose(cert.input_bounds(P, ref_x), [cert.input_bound(p, ref_x) for p in P], rtol=1e-12)
+        np.testing.assert_allclose(cert.output_bounds(y, ref_y), [cert.output_bound(v, ref_y) for v in y], rtol=1e-12)
+    cert = Certificate("bootstrap", n, 0.05, 0.1, 50, seed=3)
+    ux, uy, offsets = cert.bootstrap_eval(P[0], y[0], ref_x, ref_y)
+    assert (ux, uy) == (cert.input_bound(P[0], ref_x), cert.output_bound(y[0], ref_y))  # the same arithmetic
+    sx, sy = cert.screen_bounds(P, y, ref_x, ref_y, offsets)
+    assert sx[0] == pytest.approx(ux, rel=1e-9) and sy[0] == pytest.approx(uy, rel=1e-9)  # exact at its own iterate
+    # one changed row moves the screen close to the exact bound
+    P1, y1 = P[0].copy(), y[0].copy()
+    P1[:, -1] += 0.5
+    y1[0] = 0.9
+    P1, y1 = np.sort(P1, axis=1), np.sort(y1)
+    sx1, sy1 = cert.screen_bounds(P1[None], y1[None], ref_x, ref_y, offsets)
+    assert sx1[0] == pytest.approx(cert.input_bound(P1, ref_x), rel=0.05)
+    assert sy1[0] == pytest.approx(cert.output_bound(y1, ref_y), rel=0.05)

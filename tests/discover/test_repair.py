@@ -123,10 +123,15 @@ def _independent_bounds(result, toy):
             cert.output_bound(np.sort(result.scores), np.sort(result.target_values)))
 
 
-def test_the_polish_certifies_what_reverts_cannot(toy):
+@pytest.mark.parametrize("rule", [
+    {},  # dkw: every candidate's bounds exactly
+    {"certificate": "bootstrap", "U_x_margin": 0.6, "U_y": 0.6},  # screened; the best candidate exactly
+])
+def test_the_polish_certifies_what_reverts_cannot(toy, rule):
     target = make_target("beta", a=0.1, b=0.9, seed=0)
-    plain = Discover(toy.blackbox(), schema=toy.schema, polish_iter=0, **POLISH_KW).solve(toy.factuals, target)
-    fixed = Discover(toy.blackbox(), schema=toy.schema, **POLISH_KW).solve(toy.factuals, target)
+    kw = POLISH_KW | rule
+    plain = Discover(toy.blackbox(), schema=toy.schema, polish_iter=0, **kw).solve(toy.factuals, target)
+    fixed = Discover(toy.blackbox(), schema=toy.schema, **kw).solve(toy.factuals, target)
     assert not plain.feasible and plain.metrics["certified_by"] is None  # the repair alone fails here
     assert fixed.feasible and fixed.metrics["certified_by"] == "polish"
     last = fixed.log.iloc[-1]
@@ -144,7 +149,7 @@ def test_the_polish_certifies_what_reverts_cannot(toy):
     np.testing.assert_array_equal(fixed.counterfactuals[:, sex], toy.factuals[:, sex])
     np.testing.assert_allclose(toy.schema.snap(fixed.counterfactuals), fixed.counterfactuals, rtol=0, atol=1e-9)
     np.testing.assert_allclose(fixed.scores, toy.model.predict_proba(fixed.counterfactuals)[:, 1])
-    again = Discover(toy.blackbox(), schema=toy.schema, **POLISH_KW).solve(toy.factuals, target)
+    again = Discover(toy.blackbox(), schema=toy.schema, **kw).solve(toy.factuals, target)
     np.testing.assert_array_equal(again.counterfactuals, fixed.counterfactuals)
 
 

@@ -214,14 +214,21 @@ def bootstrap_bound(a: np.ndarray, b: np.ndarray, delta: float, level: float, id
     ndarray (...) (a float for 1-D input): ``sqrt(max(W - quantile_{level/2}(D), 0))`` with
     ``W = T_d(a, b)`` and ``D_b = T_d(a[idx_a_b], b[idx_b_b]) - W``.
     """
+    W, offset = bootstrap_terms(a, b, delta, level, idx_a, idx_b, b_resampled=b_resampled)
+    out = np.sqrt(np.maximum(W + offset, 0.0))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def bootstrap_terms(a: np.ndarray, b: np.ndarray, delta: float, level: float, idx_a: np.ndarray,
+                    idx_b: np.ndarray, *, b_resampled: _Kept | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The two terms of :func:`bootstrap_bound`: ``W = T_d(a, b)`` and the offset ``-quantile_{level/2}(D)``,
+    each of shape (...); the bound is ``sqrt(max(W + offset, 0))``."""
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     W = np.asarray(trimmed_ot_sq(a, b, delta))
     rb = resampled(b, idx_b, delta) if b_resampled is None else b_resampled
     D = _kept_cost(resampled(a, idx_a, delta), rb) / (1.0 - 2.0 * delta) - W[..., None]
-    upper = W - np.quantile(D, level / 2.0, axis=-1)
-    out = np.sqrt(np.maximum(upper, 0.0))
-    return float(out) if np.ndim(out) == 0 else out
+    return W, -np.quantile(D, level / 2.0, axis=-1)
 
 
 def resampled(a: np.ndarray, idx: np.ndarray, delta: float) -> _Kept:
@@ -299,6 +306,31 @@ class Certificate:
         if self.idx is None:
             return np.asarray(ucl_w2(y_sorted, ref_sorted[None], self.delta, self.alpha)).reshape(len(y_sorted))
         return np.array([self.output_bound(y, ref_sorted) for y in y_sorted])
+
+    def bootstrap_eval(self, P_sorted: np.ndarray, y_sorted: np.ndarray, ref_x: np.ndarray,
+                       ref_y: np.ndarray) -> tuple[float, float, tuple[np.ndarray, np.ndarray]]:
+        """Under ``bootstrap``: ``(input_bound, output_bound)`` of one iterate (sorted projections (N, n),
+        sorted scores (n,)) with the same arithmetic, and its offsets (:func:`bootstrap_terms`; (N,), ())."""
+        N = ref_x.shape[0]
+        W_x, off_x = bootstrap_terms(P_sorted, ref_x, self.delta, self.alpha / N, *self.idx,
+                                     b_resampled=self._reference("x", ref_x))
+        W_y, off_y = bootstrap_terms(y_sorted, ref_y, self.delta, self.alpha, *self.idx,
+                                     b_resampled=self._reference("y", ref_y))
+        ucl_x = float(np.sqrt(np.mean(np.square(np.sqrt(np.maximum(W_x + off_x, 0.0))))))
+        return ucl_x, float(np.sqrt(np.maximum(W_y + off_y, 0.0))), (off_x, off_y)
+
+    def screen_bounds(self, P_sorted: np.ndarray, y_sorted: np.ndarray, ref_x: np.ndarray, ref_y: np.ndarray,
+                      offsets: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Stand-ins of the bootstrap ``(input_bounds, output_bounds)`` of C candidates, to rank them. Shapes (C,).
+
+        Each candidate's trimmed distances ``W`` with the ``offsets`` of the iterate it was made from
+        (:meth:`bootstrap_eval`): a candidate that differs from it in one row moves ``W`` much more
+        than the resampling quantiles.
+        """
+        W_x = trimmed_ot_sq(P_sorted, np.broadcast_to(ref_x, P_sorted.shape), self.delta, presorted=True)
+        W_y = trimmed_ot_sq(y_sorted, np.broadcast_to(ref_y, y_sorted.shape), self.delta, presorted=True)
+        return (np.sqrt(np.maximum(W_x + offsets[0], 0.0).mean(axis=-1)),
+                np.sqrt(np.maximum(np.asarray(W_y) + offsets[1], 0.0)))
 
     def convert(self, U: float, rule: str) -> float:
         """A threshold ``U`` of this rule's scale in the scale of ``rule`` (the same distance)."""
@@ -379,5 +411,6 @@ def first_certified(log: pd.DataFrame) -> int | None:
 
 
 __all__ = ["CERTIFICATES", "Certificate", "EtaStep", "bootstrap_bound", "bootstrap_indices", "bootstrap_sw",
+           "bootstrap_terms",
            "resampled",
            "dkw_epsilon", "eta_rule", "first_certified", "is_feasible", "trimmed_ot_sq", "ucl_sw2", "ucl_w2"]

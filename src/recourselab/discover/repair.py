@@ -167,6 +167,7 @@ def polish(X: np.ndarray, y: np.ndarray, Xf: np.ndarray, yf: np.ndarray, *, spac
     ucl_x, ucl_y = cert.input_bound(np.sort(P.T, axis=1), ref_x), cert.output_bound(np.sort(y), ref_y)
     merit = float(polish_merit(np.asarray(ucl_x / U_x), np.asarray(ucl_y / U_y)))
     queries, step = 0, 0
+    offsets = None if cert.idx is None else cert.bootstrap_eval(np.sort(P.T, axis=1), np.sort(y), ref_x, ref_y)[2]
     while step < steps and not ((X != Xf).any() and is_feasible(ucl_x, ucl_y, U_x, U_y)):
         step += 1
         rows = rng.integers(0, n, trials)
@@ -187,15 +188,23 @@ def polish(X: np.ndarray, y: np.ndarray, Xf: np.ndarray, yf: np.ndarray, *, spac
         Pc[np.arange(C), :, rows] = project(new_x)
         yc = np.repeat(y[None], C, axis=0)
         yc[np.arange(C), rows] = new_y
-        bx = cert.input_bounds(np.sort(Pc, axis=2), ref_x)
-        by = cert.output_bounds(np.sort(yc, axis=1), ref_y)
-        m = polish_merit(bx / U_x, by / U_y)
-        best = int(np.argmin(m))
-        if not m[best] < merit:
+        Pcs, ycs = np.sort(Pc, axis=2), np.sort(yc, axis=1)
+        if cert.idx is None:  # dkw: every candidate's bounds, exact and batched
+            bx, by = cert.input_bounds(Pcs, ref_x), cert.output_bounds(ycs, ref_y)
+            best = int(np.argmin(polish_merit(bx / U_x, by / U_y)))
+            bx_b, by_b = float(bx[best]), float(by[best])
+        else:  # bootstrap: rank by the screen, then the exact bounds of the best only
+            sx, sy = cert.screen_bounds(Pcs, ycs, ref_x, ref_y, offsets)
+            best = int(np.argmin(polish_merit(sx / U_x, sy / U_y)))
+            bx_b, by_b, new_offsets = cert.bootstrap_eval(Pcs[best], ycs[best], ref_x, ref_y)
+        m_b = float(polish_merit(np.asarray(bx_b / U_x), np.asarray(by_b / U_y)))
+        if not m_b < merit:
             continue
+        if cert.idx is not None:
+            offsets = new_offsets
         i = rows[best]
         X[i], y[i], P[i] = new_x[best], new_y[best], Pc[best, :, i]
-        merit, ucl_x, ucl_y = float(m[best]), float(bx[best]), float(by[best])
+        merit, ucl_x, ucl_y = m_b, bx_b, by_b
     certified = bool((X != Xf).any()) and is_feasible(ucl_x, ucl_y, U_x, U_y)
     return PolishResult(X, y, float(ucl_x), float(ucl_y), certified, step, queries)
 
