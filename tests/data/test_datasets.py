@@ -113,16 +113,20 @@ def test_registry_immutables(registry_data, name, immutable):
     assert {f.name for f in prepared.schema.features if f.immutable} == immutable
 
 
-def test_ages_only_grow_by_default_and_a_profile_can_lift_the_rule(registry_data):
+def test_ages_education_and_offences_only_grow_by_default_and_a_profile_can_lift_the_rule(registry_data):
     _, prepared = registry_data["adult"]
-    assert {f.name: f.monotone for f in prepared.schema.features if f.monotone} == {"age": "increasing"}
+    assert {f.name: f.monotone for f in prepared.schema.features if f.monotone} == {
+        "age": "increasing", "education-num": "increasing"}
     assert dataset_spec("german", parse_params({})).monotone == (("age_in_years", "increasing"),)
+    assert dict(dataset_spec("compas", parse_params({})).monotone) == dict.fromkeys(
+        ["age", "priors_count", "juv_fel_count", "juv_misd_count", "juv_other_count"], "increasing")
     lifted = parse_params({"prepare": {"monotone": {"compas": {"age": None}, "moons": {"x0": "decreasing"}}}})
     assert dataset_spec("compas", lifted).monotone == ()
     assert dataset_spec("moons", lifted).monotone == (("x0", "decreasing"),)
-    assert dataset_spec("adult", lifted).monotone == (("age", "increasing"),)  # not listed: declared rules
+    assert dict(dataset_spec("adult", lifted).monotone) == {  # not listed: declared rules
+        "age": "increasing", "education-num": "increasing"}
     frozen = parse_params({"prepare": {"immutable": {"adult": ["race", "sex", "native-country", "age"]}}})
-    assert dataset_spec("adult", frozen).monotone == ()  # immutable is the stronger rule
+    assert dataset_spec("adult", frozen).monotone == (("education-num", "increasing"),)  # immutable is stronger
     with pytest.raises(DataError, match=r"unknown monotone direction\(s\) \['up'\]; valid: increasing, decreasing"):
         load_dataset("moons", n_synthetic=100, monotone={"x0": "up"})
     with pytest.raises(DataError, match=r"monotone rules for \['nope'\]"):

@@ -119,10 +119,12 @@ BUILTIN_IMMUTABLE: dict[str, tuple[str, ...]] = {
 }
 
 
-#: Numerical features of the built-in datasets that a counterfactual may move one way only (ages only grow).
+#: Numerical features of the built-in datasets that a counterfactual may move one way only: ages,
+#: years of education and counts of past offences only grow.
 BUILTIN_MONOTONE: dict[str, dict[str, str]] = {
-    "adult": {"age": "increasing"},
-    "compas": {"age": "increasing"},
+    "adult": {"age": "increasing", "education-num": "increasing"},
+    "compas": {"age": "increasing", "priors_count": "increasing", "juv_fel_count": "increasing",
+               "juv_misd_count": "increasing", "juv_other_count": "increasing"},
     "german": {"age_in_years": "increasing"},
 }
 
