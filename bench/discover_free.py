@@ -25,8 +25,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from bench.discover_pipeline import pipeline_datasets, stage_runs  # noqa: E402
-from recourselab.config import load_params  # noqa: E402
+from bench.discover_pipeline import pipeline_setup, stage_runs  # noqa: E402
 from recourselab.discover.certify import Certificate  # noqa: E402
 from recourselab.discover.ot import sorted_projections  # noqa: E402
 from recourselab.discover.repair import polish_merit  # noqa: E402
@@ -87,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=30000, help="greedy steps per run (default 30000)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("recourselab").setLevel(logging.ERROR)
-    params = load_params(REPO / "params.yaml")
-    datasets = pipeline_datasets(args.datasets, params, REPO)
+    params, datasets = pipeline_setup(args.datasets)
     if datasets is None:
         return 1
     models = set(args.models.split(",")) if args.models else None

@@ -95,6 +95,15 @@ def pipeline_datasets(names: str | None, params: Any, root: Path) -> list[str] |
     return datasets
 
 
+def pipeline_setup(names: str | None) -> tuple[Any, list[str] | None]:
+    """Log set-up for a bench script (the library quiet), this repository's ``params.yaml`` and the datasets
+    named (None, logged, when one has no tuned ensemble; see :func:`pipeline_datasets`)."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("recourselab").setLevel(logging.ERROR)
+    params = load_params(REPO / "params.yaml")
+    return params, pipeline_datasets(names, params, REPO)
+
+
 def run_dataset(dataset: str, overrides: dict[str, Any], params: Any, root: Path) -> dict[str, Any]:
     """Every (model, seed) run of the stage on ``dataset``; returns the per-run rows and the count."""
     rows = []
@@ -117,12 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a discover.solver setting to override (repeatable)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("recourselab").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module="recourselab")
     overrides = dict(parse_override(s) for s in args.set)
-    params = load_params(REPO / "params.yaml")
-    datasets = pipeline_datasets(args.datasets, params, REPO)
+    params, datasets = pipeline_setup(args.datasets)
     if datasets is None:
         return 1
     result = {"overrides": overrides, "datasets": {}}

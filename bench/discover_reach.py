@@ -23,8 +23,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from bench.discover_pipeline import pipeline_datasets, stage_runs  # noqa: E402
-from recourselab.config import load_params  # noqa: E402
+from bench.discover_pipeline import pipeline_setup, stage_runs  # noqa: E402
 from recourselab.discover.certify import Certificate  # noqa: E402
 from recourselab.discover.setup import output_threshold  # noqa: E402
 from recourselab.io import write_bytes  # noqa: E402
@@ -63,10 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--datasets", default=None, help="comma-separated (default: the datasets of params.yaml)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    logging.getLogger("recourselab").setLevel(logging.ERROR)
-    params = load_params(REPO / "params.yaml")
-    datasets = pipeline_datasets(args.datasets, params, REPO)
+    params, datasets = pipeline_setup(args.datasets)
     if datasets is None:
         return 1
     result = {d: run_dataset(d, params, REPO) for d in datasets}
