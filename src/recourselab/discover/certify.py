@@ -214,9 +214,18 @@ def bootstrap_bound(a: np.ndarray, b: np.ndarray, delta: float, level: float, id
     ndarray (...) (a float for 1-D input): ``sqrt(max(W - quantile_{level/2}(D), 0))`` with
     ``W = T_d(a, b)`` and ``D_b = T_d(a[idx_a_b], b[idx_b_b]) - W``.
     """
-    W, offset = bootstrap_terms(a, b, delta, level, idx_a, idx_b, b_resampled=b_resampled)
-    out = np.sqrt(np.maximum(W + offset, 0.0))
+    out = _from_terms(*bootstrap_terms(a, b, delta, level, idx_a, idx_b, b_resampled=b_resampled))
     return float(out) if np.ndim(out) == 0 else out
+
+
+def _from_terms(W: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """The bootstrap bound ``sqrt(max(W + offset, 0))`` from its terms (:func:`bootstrap_terms`)."""
+    return np.sqrt(np.maximum(W + offset, 0.0))
+
+
+def _over_directions(bounds: np.ndarray) -> float:
+    """The input side's bound from its per-direction bounds (N,): ``sqrt(mean_k bound_k^2)``."""
+    return float(np.sqrt(np.mean(np.square(bounds))))
 
 
 def bootstrap_terms(a: np.ndarray, b: np.ndarray, delta: float, level: float, idx_a: np.ndarray,
@@ -246,8 +255,7 @@ def bootstrap_sw(P: np.ndarray, ref: np.ndarray, delta: float, alpha: float, idx
     ref_resampled : ``resampled(ref, idx_b, delta)``, when cached.
     """
     N = P.shape[0]
-    bounds = bootstrap_bound(P, ref, delta, alpha / N, idx_a, idx_b, b_resampled=ref_resampled)
-    return float(np.sqrt(np.mean(np.square(bounds))))
+    return _over_directions(bootstrap_bound(P, ref, delta, alpha / N, idx_a, idx_b, b_resampled=ref_resampled))
 
 
 class Certificate:
@@ -316,8 +324,7 @@ class Certificate:
                                      b_resampled=self._reference("x", ref_x))
         W_y, off_y = bootstrap_terms(y_sorted, ref_y, self.delta, self.alpha, *self.idx,
                                      b_resampled=self._reference("y", ref_y))
-        ucl_x = float(np.sqrt(np.mean(np.square(np.sqrt(np.maximum(W_x + off_x, 0.0))))))
-        return ucl_x, float(np.sqrt(np.maximum(W_y + off_y, 0.0))), (off_x, off_y)
+        return _over_directions(_from_terms(W_x, off_x)), float(_from_terms(W_y, off_y)), (off_x, off_y)
 
     def screen_bounds(self, P_sorted: np.ndarray, y_sorted: np.ndarray, ref_x: np.ndarray, ref_y: np.ndarray,
                       offsets: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -329,8 +336,7 @@ class Certificate:
         """
         W_x = trimmed_ot_sq(P_sorted, np.broadcast_to(ref_x, P_sorted.shape), self.delta, presorted=True)
         W_y = trimmed_ot_sq(y_sorted, np.broadcast_to(ref_y, y_sorted.shape), self.delta, presorted=True)
-        return (np.sqrt(np.maximum(W_x + offsets[0], 0.0).mean(axis=-1)),
-                np.sqrt(np.maximum(np.asarray(W_y) + offsets[1], 0.0)))
+        return np.sqrt(np.maximum(W_x + offsets[0], 0.0).mean(axis=-1)), _from_terms(np.asarray(W_y), offsets[1])
 
     def convert(self, U: float, rule: str) -> float:
         """A threshold ``U`` of this rule's scale in the scale of ``rule`` (the same distance)."""

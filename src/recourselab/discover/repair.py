@@ -164,10 +164,13 @@ def polish(X: np.ndarray, y: np.ndarray, Xf: np.ndarray, yf: np.ndarray, *, spac
     X, y = X.copy(), y.copy()
     n, d = X.shape
     P = project(X)  # (n, N)
-    ucl_x, ucl_y = cert.input_bound(np.sort(P.T, axis=1), ref_x), cert.output_bound(np.sort(y), ref_y)
+    P_sorted, y_sorted = np.sort(P.T, axis=1), np.sort(y)
+    if cert.idx is None:
+        ucl_x, ucl_y, offsets = cert.input_bound(P_sorted, ref_x), cert.output_bound(y_sorted, ref_y), None
+    else:  # the bounds and the screen's offsets in one evaluation
+        ucl_x, ucl_y, offsets = cert.bootstrap_eval(P_sorted, y_sorted, ref_x, ref_y)
     merit = float(polish_merit(np.asarray(ucl_x / U_x), np.asarray(ucl_y / U_y)))
     queries, step = 0, 0
-    offsets = None if cert.idx is None else cert.bootstrap_eval(np.sort(P.T, axis=1), np.sort(y), ref_x, ref_y)[2]
     while step < steps and not ((X != Xf).any() and is_feasible(ucl_x, ucl_y, U_x, U_y)):
         step += 1
         rows = rng.integers(0, n, trials)

@@ -179,11 +179,11 @@ class Discover:
         with ``polish_iter`` > 0 and no such reverts, polish it (:func:`~recourselab.discover.repair.polish`)
         with the run's proposal stream ``rng``, continued.
         Returns the certified iterate's record and row scores q_i (n,), or None (X, y untouched)."""
-        Xf, yf = run.Xf, run.yf
-        P, Pf = run.embedded(X) @ theta.T, run.embedded(Xf) @ theta.T
-        edited = (X != Xf).any(axis=1)
-        s = self.settings
-        rep = revert_rows(P, y, Pf, yf, edited, ref_x, obj.ref_y, run.cert, U_x, run.U_y) if s.repair else None
+        Xf, yf, s = run.Xf, run.yf, self.settings
+        rep = None
+        if s.repair:
+            P, Pf = run.embedded(X) @ theta.T, run.embedded(Xf) @ theta.T
+            rep = revert_rows(P, y, Pf, yf, (X != Xf).any(axis=1), ref_x, obj.ref_y, run.cert, U_x, run.U_y)
         if rep is not None and rep.certified:
             X[rep.reverted], y[rep.reverted] = Xf[rep.reverted], yf[rep.reverted]
             logger.info("repair: %d edited row(s) reverted to their factuals certify the iterate (UCL_x %.4g < "
