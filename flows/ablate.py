@@ -20,7 +20,7 @@ import pandas as pd
 from prefect import flow, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
-from flows.densityflow import GENERATE_CODE, counterfactual_metrics, run, run_seeds, seed_ensemble
+from flows.densityflow import GENERATE_CODE, counterfactual_metrics, run, seed_calls, seed_dirs, seed_ensemble
 from recourselab.config import ABLATION_VARIANTS, Params
 from recourselab.data import load_prepared
 from recourselab.densityflow import DensityFlow
@@ -28,7 +28,7 @@ from recourselab.densityflow.config import settings_of
 from recourselab.errors import DataError
 from recourselab.io import read_json, read_recourse, write_json
 from recourselab.metrics import summarize_seeds
-from recourselab.orchestration import SeedResult, stage_artifacts
+from recourselab.orchestration import SeedResult, run_tasks, stage_artifacts
 from recourselab.report.ablation_plots import plot_ablation
 from recourselab.report.common import guarded
 from recourselab.runtime import device_slot, limit_threads
@@ -93,17 +93,32 @@ def ablate(*, dataset: str, seed: int, section: dict[str, Any], upstream: str, c
         "ablate.png": guarded("ablate.png", lambda p: plot_ablation(p, rows, title=title))})
 
 
+def ablate_calls(params: Params, dataset: str, roots: dict[str, Path],
+                 cache_root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``ablate`` task's calls and keys for the first ``ablate.n_seeds`` seeds of ``dataset`` (none for a
+    dataset outside ``ablate.datasets``); roots: prepared, ensemble, flow, recourse."""
+    if dataset not in params.ablate.datasets:
+        return [], []
+    # only what the task uses: which datasets and how many seeds are ablated do not change a seed's result
+    section = {"ablate": {"variants": list(params.ablate.variants)}, "distill": params.distill.model_dump(mode="json"),
+               "generate": params.generate.model_dump(mode="json")}
+    return seed_calls(ablated_seeds(params), dataset, roots, section, cache_root,
+                      ["prepared", "ensemble", "flow", "recourse"], ABLATE_CODE)
+
+
+def ablated_seeds(params: Params) -> Params:
+    """``params`` with only the first ``ablate.n_seeds`` seeds."""
+    return params.model_copy(update={"seeds": list(params.seeds[:params.ablate.n_seeds])})
+
+
 @flow(name="ablate", validate_parameters=False)
 def ablate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
                 recourse_root: Path, out_root: Path, metrics_root: Path, cache_root: Path) -> list[SeedResult]:
     """Run the ablation of ``dataset`` for the first ``ablate.n_seeds`` seeds."""
-    sub = params.model_copy(update={"seeds": list(params.seeds[:params.ablate.n_seeds])})
+    sub = ablated_seeds(params)
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root, "recourse": recourse_root}
-    # only what the task uses: which datasets and how many seeds are ablated do not change a seed's result
-    section = {"ablate": {"variants": list(params.ablate.variants)}, "distill": params.distill.model_dump(mode="json"),
-               "generate": params.generate.model_dump(mode="json")}
-    results = run_seeds(ablate, sub, dataset, roots, section, out_root, cache_root,
-                   ["prepared", "ensemble", "flow", "recourse"], ABLATE_CODE)
+    calls, keys = ablate_calls(params, dataset, roots, cache_root)
+    results = run_tasks(ablate, calls, seed_dirs(sub, dataset, out_root), Path(cache_root) / "results", keys)
     per_seed = {s: read_json(Path(out_root) / dataset / f"seed={s}" / "ablate.json") for s in sub.seeds}
     write_json(Path(metrics_root) / dataset / "ablate.json", summarize_seeds(per_seed))
     return results

@@ -272,38 +272,56 @@ def seed_calls(params: Params, dataset: str, roots: dict[str, Path], section: di
     return calls, keys
 
 
-def run_seeds(step_task: Any, params: Params, dataset: str, roots: dict[str, Path], section: dict[str, Any],
-         out_root: Path, cache_root: Path, upstream: list[str],
-         code_modules: tuple[str, ...] = CODE) -> list[SeedResult]:
-    calls, keys = seed_calls(params, dataset, roots, section, cache_root, upstream, code_modules)
-    out_dirs = [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]
-    return run_tasks(step_task, calls, out_dirs, Path(cache_root) / "results", keys=keys)
+def seed_dirs(params: Params, dataset: str, out_root: Path) -> list[Path]:
+    """The out dir of each seed's task: ``<out_root>/<dataset>/seed=<s>``."""
+    return [Path(out_root) / dataset / f"seed={s}" for s in params.seeds]
+
+
+def train_flow_calls(params: Params, dataset: str, roots: dict[str, Path],
+                     cache_root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``train_flow`` task's calls and keys for every seed of ``dataset`` (roots: prepared, ensemble)."""
+    section = params.train_flow.for_dataset(dataset).model_dump(mode="json")
+    # the ensemble is used (and keyed) only to select among lambda_grid combinations
+    upstream = ["prepared", "ensemble"] if section["lambda_grid"] else ["prepared"]
+    return seed_calls(params, dataset, roots, section, cache_root, upstream)
+
+
+def distill_calls(params: Params, dataset: str, roots: dict[str, Path],
+                  cache_root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``distill`` task's calls and keys for every seed of ``dataset`` (roots: prepared, ensemble, flow)."""
+    return seed_calls(params, dataset, roots, params.distill.model_dump(mode="json"), cache_root,
+                      ["prepared", "ensemble", "flow"])
+
+
+def generate_calls(params: Params, dataset: str, roots: dict[str, Path],
+                   cache_root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``generate`` task's calls and keys for every seed of ``dataset`` (roots: prepared, ensemble, flow)."""
+    return seed_calls(params, dataset, roots, params.generate.model_dump(mode="json"), cache_root,
+                      ["prepared", "ensemble", "flow"], GENERATE_CODE)
 
 
 @flow(name="train_flow", validate_parameters=False)
 def training_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,
                     cache_root: Path) -> list[SeedResult]:
-    roots = {"prepared": prepared_root, "ensemble": ensemble_root}
-    section = params.train_flow.for_dataset(dataset).model_dump(mode="json")
-    # the ensemble is used (and keyed) only to select among lambda_grid combinations
-    upstream = ["prepared", "ensemble"] if section["lambda_grid"] else ["prepared"]
-    return run_seeds(train_flow, params, dataset, roots, section, out_root, cache_root, upstream)
+    calls, keys = train_flow_calls(params, dataset, {"prepared": prepared_root, "ensemble": ensemble_root},
+                                   cache_root)
+    return run_tasks(train_flow, calls, seed_dirs(params, dataset, out_root), Path(cache_root) / "results", keys)
 
 
 @flow(name="distill", validate_parameters=False)
 def distill_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
                  out_root: Path, cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root}
-    return run_seeds(distill, params, dataset, roots, params.distill.model_dump(mode="json"), out_root, cache_root,
-                ["prepared", "ensemble", "flow"])
+    calls, keys = distill_calls(params, dataset, roots, cache_root)
+    return run_tasks(distill, calls, seed_dirs(params, dataset, out_root), Path(cache_root) / "results", keys)
 
 
 @flow(name="generate", validate_parameters=False)
 def generate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
                   out_root: Path, metrics_root: Path, cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root}
-    results = run_seeds(generate, params, dataset, roots, params.generate.model_dump(mode="json"), out_root,
-                   cache_root, ["prepared", "ensemble", "flow"], GENERATE_CODE)
+    calls, keys = generate_calls(params, dataset, roots, cache_root)
+    results = run_tasks(generate, calls, seed_dirs(params, dataset, out_root), Path(cache_root) / "results", keys)
     per_seed = {s: read_json(Path(out_root) / dataset / f"seed={s}" / "metrics.json") for s in params.seeds}
     write_json(Path(metrics_root) / dataset / "densityflow.json", summarize_seeds(per_seed))
     return results

@@ -86,13 +86,18 @@ def evaluate_section(params: Params) -> dict[str, Any]:
             "jitter": g.jitter}
 
 
+def evaluate_calls(params: Params, dataset: str, roots: dict[str, Path],
+                   cache_root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The ``evaluate`` task's calls and keys for every seed of ``dataset`` (roots: prepared, ensemble, flow)."""
+    return seed_calls(params, dataset, roots, evaluate_section(params), cache_root, ["prepared", "ensemble", "flow"],
+                      EVALUATE_CODE)
+
+
 @flow(name="evaluate", validate_parameters=False)
 def evaluate_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, flow_root: Path,
                   out_root: Path, cache_root: Path) -> list[SeedResult]:
     roots = {"prepared": prepared_root, "ensemble": ensemble_root, "flow": flow_root}
-    section = evaluate_section(params)
-    calls, keys = seed_calls(params, dataset, roots, section, cache_root, ["prepared", "ensemble", "flow"],
-                             EVALUATE_CODE)
+    calls, keys = evaluate_calls(params, dataset, roots, cache_root)
     dataset_dir = Path(out_root) / dataset
     seed_dirs = [dataset_dir / SEEDS / f"seed={s}" for s in params.seeds]
     results = run_tasks(evaluate, calls, seed_dirs, Path(cache_root) / "results", keys=keys)

@@ -66,21 +66,19 @@ def summarize(per_seed: dict[int, dict[str, dict[str, float]]]) -> dict[str, Any
     return {"seeds": sorted(per_seed), "members": out}
 
 
-@flow(name=STEP, validate_parameters=False)
-def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_root: Path,
-                       metrics_root: Path, cache_root: Path) -> list[SeedResult]:
-    """Tune every model of :func:`tuned_models` for every seed; write models, manifests and metrics.
+def tune_ensemble_calls(params: Params, dataset: str, roots: dict[str, Path],
+                        cache_root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The task's calls and keys for every (seed, model of :func:`tuned_models`) of ``dataset`` (roots: prepared).
 
-    Writes ``out_root/<dataset>/seed=<s>/{<model>.<ext>, <model>.json, manifest.json,
-    metrics.json}`` and the over-seeds summary ``metrics_root/<dataset>/tune_ensemble.json``.
+    Raises a clear error, before any task runs, when prepare's outputs are missing.
     """
     n_threads = threads_per_task(params.orchestration)
     code = code_fingerprint("flows.tune_ensemble", "recourselab.config", "recourselab.orchestration",
                             "recourselab.runtime", "recourselab.provenance", "recourselab.io",
                             "recourselab.models", "recourselab.data")
-    calls, out_dirs, keys = [], [], []
+    calls, keys = [], []
     for slot, seed in enumerate(params.seeds):
-        prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"
+        prepared_dir = Path(roots["prepared"]) / dataset / f"seed={seed}"
         load_prepared(prepared_dir)  # fail early, before any task runs, if prepare is missing
         upstream = dir_fingerprint(prepared_dir)
         for model in tuned_models(params):
@@ -90,8 +88,20 @@ def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_ro
                               staging_root=str(Path(cache_root) / "artifacts"),
                               prepared_dir=str(prepared_dir), n_threads=n_threads,
                               device=pick_device(slot) if model == "tabnet" else "cpu"))
-            out_dirs.append(Path(out_root) / dataset / f"seed={seed}")
             keys.append(f"{dataset}/seed={seed}/{model}")
+    return calls, keys
+
+
+@flow(name=STEP, validate_parameters=False)
+def tune_ensemble_flow(dataset: str, params: Params, prepared_root: Path, out_root: Path,
+                       metrics_root: Path, cache_root: Path) -> list[SeedResult]:
+    """Tune every model of :func:`tuned_models` for every seed; write models, manifests and metrics.
+
+    Writes ``out_root/<dataset>/seed=<s>/{<model>.<ext>, <model>.json, manifest.json,
+    metrics.json}`` and the over-seeds summary ``metrics_root/<dataset>/tune_ensemble.json``.
+    """
+    calls, keys = tune_ensemble_calls(params, dataset, {"prepared": Path(prepared_root)}, cache_root)
+    out_dirs = [Path(out_root) / dataset / f"seed={call['seed']}" for call in calls]
     results = run_tasks(tune_ensemble, calls, out_dirs, Path(cache_root) / "results", keys=keys)
 
     per_seed: dict[int, dict[str, dict[str, float]]] = {}

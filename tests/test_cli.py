@@ -253,3 +253,72 @@ def test_profile_refuses_a_params_path_it_cannot_write(monkeypatch, tmp_path, ca
     assert cli.main(["profile", "tiny", "--params", str(tmp_path / "no" / "params.yaml")]) == 1
     assert "is a folder" in caplog.text and "does not exist" in caplog.text
     assert list(tmp_path.iterdir()) == []
+
+
+def _fake_pooled_dvc(monkeypatch, stale, *, fail=(), pool_code=0):
+    """Like :func:`_fake_dvc` for :func:`cli.pooled_repro`: ``dvc status [TARGET]`` reports the names of
+    ``stale`` that start with TARGET@ (or all); ``dvc repro`` of a stage in ``fail`` exits 1; the pool
+    exits ``pool_code``. Returns (command after the interpreter, whether the tasks were marked warmed)."""
+    import json
+
+    from recourselab.orchestration import WARMED_ENV
+
+    calls = []
+
+    def child(cmd, root, env, capture=False):
+        args = cmd[1:] if cmd[1] == "-m" and cmd[2] == "flows.pool" else cmd[3:]
+        calls.append((args[1:] if args[0] == "-m" else args, env.get(WARMED_ENV) == "1"))
+        if args[0] == "status":
+            target = args[2] if len(args) > 2 else None
+            names = [n for n in stale if target is None or n.startswith(f"{target}@")]
+            return 0, json.dumps({name: [] for name in names})
+        if args[0] == "-m":
+            return pool_code, ""
+        return (1 if args[-1] in fail else 0), ""
+
+    monkeypatch.setattr(cli, "_child", child)
+    return calls
+
+
+def test_pooled_repro_pools_each_stage_over_its_changed_datasets_then_lets_dvc_run_it(monkeypatch, tmp_path):
+    stale = ["train_flow@spirals", "train_flow@moons", "inputs@moons", "evaluate@adult"]
+    calls = _fake_pooled_dvc(monkeypatch, stale)
+    assert cli.pooled_repro(["py", "-m", "dvc"], tmp_path, {}) == 0
+    assert calls[0] == (["repro", "inputs", "prepare"], False)  # the stages before the first pool, as DVC plans them
+    assert (["flows.pool", "train_flow", "moons", "spirals"], False) in calls
+    assert (["flows.pool", "evaluate", "adult"], False) in calls
+    assert not [c for c, _ in calls if c[0] == "flows.pool" and c[1] in ("tune_ensemble", "distill")]  # none changed
+    single = [(c[-1], warmed) for c, warmed in calls if c[:2] == ["repro", "--single-item"]]
+    assert [name for name, _ in single] == list(cli.STAGES)[2:]  # every later stage once, in DVC's order
+    assert all(warmed == (name in cli.POOLED_STAGES) for name, warmed in single)  # threads for the cache hits
+    pool_at = calls.index((["flows.pool", "train_flow", "moons", "spirals"], False))
+    assert calls[pool_at + 1] == (["repro", "--single-item", "train_flow"], True)
+    assert calls[-1] == (["repro"], False)  # something is still listed: a plain run catches it
+
+
+def test_pooled_repro_stops_at_a_failed_stage_and_a_failed_pool_leaves_the_stage_its_workers(monkeypatch, tmp_path):
+    calls = _fake_pooled_dvc(monkeypatch, ["distill@moons"], fail={"generate"}, pool_code=1)
+    assert cli.pooled_repro(["py", "-m", "dvc"], tmp_path, {}) == 1
+    assert calls[-1] == (["repro", "--single-item", "generate"], True)  # nothing after the failure
+    assert (["repro", "--single-item", "distill"], False) in calls  # its pool failed: processes, not threads
+    calls = _fake_pooled_dvc(monkeypatch, ["inputs@moons"])
+    assert cli.pooled_repro(["py", "-m", "dvc"], tmp_path, {}) == 0
+    assert calls[-1][0] != ["repro"]  # only the always-changed inputs are listed: no extra run
+
+
+def test_repro_pools_only_a_plain_run_with_several_workers(monkeypatch, tmp_path):
+    root = _tiny_project(tmp_path, monkeypatch)
+    _fake_server(monkeypatch)
+    pooled = []
+    monkeypatch.setattr(cli, "pooled_repro", lambda dvc, root, env: pooled.append(1) or 0)
+    calls = _fake_dvc(monkeypatch, stale=["prepare@moons"])
+    assert cli.main(["repro"]) == 0 and not pooled  # the tiny profile has one worker
+    text = (root / "params.yaml").read_text()
+    (root / "params.yaml").write_text(text.replace("  max_workers: 1\n", "  max_workers: 2\n"))
+    assert cli.main(["repro"]) == 0 and pooled == [1]
+    calls.clear()
+    assert cli.main(["repro", "train_flow@moons"]) == 0 and pooled == [1]  # targets: DVC's own plan
+    assert calls[-1] == ["repro", "train_flow@moons"]
+    (root / "params.yaml").write_text(text.replace("  max_workers: 1\n", "  max_workers: 2\n")
+                                      .replace("  pool: true\n", "  pool: false\n"))
+    assert cli.main(["repro"]) == 0 and pooled == [1]

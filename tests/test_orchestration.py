@@ -177,6 +177,20 @@ def test_process_workers_log_recourselab_records_in_the_stage_format(capfd):
         assert f"INFO recourselab.test_worker: worker {n} says hello" in err
 
 
+def test_warmed_tasks_run_on_threads_whatever_the_runner(monkeypatch):
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from recourselab.config import OrchestrationParams
+    from recourselab.orchestration import WARMED_ENV, task_runner
+
+    params = OrchestrationParams(task_runner="process", max_workers=2)
+    monkeypatch.delenv(WARMED_ENV, raising=False)
+    assert not isinstance(task_runner(params), ThreadPoolTaskRunner)
+    monkeypatch.setenv(WARMED_ENV, "1")
+    runner = task_runner(params)
+    assert isinstance(runner, ThreadPoolTaskRunner) and runner._max_workers == 2
+
+
 def test_code_fingerprint_covers_the_package_version(monkeypatch):
     import recourselab._version
 

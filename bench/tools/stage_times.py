@@ -4,7 +4,8 @@ DVC prints ``Running stage 'NAME@DATASET':`` without a time; the stages' own log
 stage's span runs from the last timestamp before its ``Running stage`` line (the end of the stage
 before it, or ``--start``) to the last timestamp before the next stage's line (or ``--end``), so
 process start-up and DVC's hashing count to the stage they precede and the spans add up to the run.
-Stages DVC skipped print no ``Running stage`` line and take no time here.
+Stages DVC skipped print no ``Running stage`` line and take no time here. A pool's first line
+(``recourselab.pool: pool STAGE: ...``) opens a span ``STAGE (pool)`` in a column ``pool``.
 
 With ``--run-log`` (the run's ``.recourselab/runs/*.jsonl``, whose records hold each stage body's own
 wall time), a second table splits every stage's minutes into its body (``main()`` of the stage: the
@@ -25,6 +26,8 @@ from pathlib import Path
 
 STAGE = re.compile(r"^Running stage '([\w-]+)(?:@([\w-]+))?':")
 STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+#: The first line of a pool (``recourselab repro`` with ``orchestration.pool``): a span ``<stage> (pool)``.
+POOL = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),\d+ INFO recourselab\.pool: pool ([\w-]+): ")
 FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
@@ -41,7 +44,12 @@ def stage_spans(lines: list[str], start: datetime | None = None,
     current: tuple[str, str] | None = None
     opened = last = start
     for line in lines:
-        if m := STAMP.match(line):
+        if m := POOL.match(line):
+            last = datetime.strptime(m.group(1), FORMAT)
+            if current is not None:
+                spans.append((*current, (last - opened).total_seconds()))
+            current, opened = (f"{m.group(2)} (pool)", "pool"), last
+        elif m := STAMP.match(line):
             last = datetime.strptime(m.group(1), FORMAT)
         elif m := STAGE.match(line):
             if current is not None:
@@ -79,6 +87,10 @@ def split_fixed_cost(minutes: dict[str, dict[str, float]],
     """
     body: dict[str, float] = {}
     for record in records:
+        if record.get("pool"):  # one record per dataset, each with the whole pool's wall time
+            name = f"{record['stage']} (pool)"
+            body[name] = max(body.get(name, 0.0), float(record.get("wall_s", 0.0)) / 60)
+            continue
         body[record["stage"]] = body.get(record["stage"], 0.0) + float(record.get("wall_s", 0.0)) / 60
     rows = {stage: {"span": sum(row.values()), "body": body.get(stage, 0.0), "runs": len(row)}
             for stage, row in minutes.items()}

@@ -171,11 +171,12 @@ def _child(cmd: list[str], root: Path, env: dict[str, str], *, capture: bool = F
     return proc.returncode, out or ""
 
 
-def stale_stages(dvc: list[str], root: Path, env: dict[str, str]) -> set[str] | None:
-    """Names (``stage@dataset``) of the stages ``dvc status`` reports changed; None if it failed."""
+def stale_stages(dvc: list[str], root: Path, env: dict[str, str], *targets: str) -> set[str] | None:
+    """Names (``stage@dataset``) of the stages ``dvc status`` reports changed (of ``targets`` and their
+    upstream, when given); None if it failed."""
     import json
 
-    code, out = _child([*dvc, "status", "--json"], root, env, capture=True)
+    code, out = _child([*dvc, "status", "--json", *targets], root, env, capture=True)
     try:
         status = json.loads(out) if code == 0 else None
     except ValueError:
@@ -198,6 +199,43 @@ def pop_option(args: list[str], name: str) -> tuple[list[str], str | None]:
             rest.append(args[i])
         i += 1
     return rest, value
+
+
+#: The stages whose per-seed tasks ``recourselab repro`` runs in one pool across datasets (``flows.pool``).
+POOLED_STAGES = ("tune_ensemble", "train_flow", "distill", "generate", "ablate", "evaluate")
+
+
+def pooled_repro(dvc: list[str], root: Path, env: dict[str, str]) -> int:
+    """``dvc repro`` in steps, so that each of :data:`POOLED_STAGES` first runs its tasks of every dataset in
+    one pool (``orchestration.pool``); DVC then runs the stage on cache hits, with threads.
+
+    The steps: ``dvc repro`` of the stages before the first pooled one; then, for each later stage of
+    :data:`STAGES`, its pool when it has one (over the datasets whose stage ``dvc status`` reports
+    changed) and ``dvc repro --single-item`` of it (its upstream is up to date by then); last a plain
+    ``dvc repro`` if ``dvc status`` still lists a stage (one that is not in :data:`STAGES`). A failed pool
+    is logged, and its stage runs those tasks itself and reports the failure. Returns the first
+    non-zero DVC status, else 0.
+    """
+    from recourselab.orchestration import WARMED_ENV
+
+    names = list(STAGES)
+    first = min(names.index(stage) for stage in POOLED_STAGES)
+    code, _ = _child([*dvc, "repro", *names[:first]], root, env)
+    for stage in names[first:]:
+        if code != 0:
+            return code
+        step_env = env
+        if stage in POOLED_STAGES:
+            changed = sorted({name.split("@", 1)[1] for name in stale_stages(dvc, root, env, stage) or ()
+                              if name.startswith(f"{stage}@")})
+            pooled, _ = _child([sys.executable, "-m", "flows.pool", stage, *changed], root, env) if changed else (0, "")
+            if pooled == 0:
+                step_env = {**env, WARMED_ENV: "1"}
+        code, _ = _child([*dvc, "repro", "--single-item", stage], root, step_env)
+    rest = stale_stages(dvc, root, env) if code == 0 else set()
+    if rest is None or any(not name.startswith("inputs@") for name in rest):
+        code, _ = _child([*dvc, "repro"], root, env)
+    return code
 
 
 def repro(dvc_args: list[str]) -> int:
@@ -228,11 +266,19 @@ def repro(dvc_args: list[str]) -> int:
     try:
         with _stop_on_signals():
             stale = stale_stages(dvc, root, env)
+            pool = (params.orchestration.pool and params.orchestration.max_workers > 1 and not dvc_args
+                    and (stale is None or any(not name.startswith("inputs@") for name in stale)))
+
+            def run(run_env: dict[str, str]) -> int:
+                if pool:
+                    return pooled_repro(dvc, root, run_env)
+                return _child([*dvc, "repro", *dvc_args], root, run_env)[0]
+
             if "PREFECT_API_URL" in env or (stale == set() and not dvc_args):  # a server there, or nothing runs
-                code, _ = _child([*dvc, "repro", *dvc_args], root, env)
+                code = run(env)
             else:
                 with local_server(env=env) as url:
-                    code, _ = _child([*dvc, "repro", *dvc_args], root, {**env, "PREFECT_API_URL": url})
+                    code = run({**env, "PREFECT_API_URL": url})
     except Interrupted as stop:
         log.error("stopped by %s: the Prefect server and the DVC run were stopped; the outputs of the stages "
                   "that finished are kept", stop)

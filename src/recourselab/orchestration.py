@@ -228,6 +228,47 @@ def _link_or_copy(src: Path, tmp: Path) -> None:
     os.chmod(tmp, FILE_MODE)
 
 
+def _cached_task(task: Any, result_storage: Path) -> Any:
+    """``task`` storing its JSON manifest in ``result_storage`` (its cache), retried on transient errors."""
+    return task.with_options(result_storage=Path(result_storage), persist_result=True, result_serializer="json",
+                             retries=len(RETRY_DELAYS_S), retry_delay_seconds=list(RETRY_DELAYS_S),
+                             retry_condition_fn=_retry_transient)
+
+
+def _submit_all(configured: Any, calls: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[Any]:
+    """Submit every call, in order; wait for all of them, logging each one that completes. Returns the futures."""
+    from prefect.futures import as_completed
+
+    futures = [configured.submit(**kw) for kw in calls]
+    index = {id(f): k for f, k in zip(futures, keys, strict=True)}
+    for done, fut in enumerate(as_completed(futures), start=1):
+        fut.wait()  # records the final state in the future (its `state` would ask the API, which may lag)
+        if fut.state.is_completed():  # a failure is reported once, with its error, by the caller
+            log.info("[%d/%d] %s finished%s", done, len(futures), index[id(fut)],
+                     " (cache hit)" if fut.state.name == "Cached" else "")
+    return futures
+
+
+def _failures(futures: Sequence[Any], keys: Sequence[str]) -> list[tuple[str, Any]]:
+    """(key, error) of every future that did not complete."""
+    return [(key, fut.result(raise_on_failure=False)) for key, fut in zip(keys, futures, strict=True)
+            if not fut.state.is_completed()]
+
+
+def warm_tasks(task: Any, calls: Sequence[dict[str, Any]], result_storage: Path,
+               keys: Sequence[str]) -> list[tuple[str, str, Any]]:
+    """Run every call of ``task`` into its cache without publishing anything (:func:`run_tasks` with the
+    same calls then finds cache hits). Must be called inside a Prefect flow.
+
+    Calls of several datasets share the flow's workers, so no worker waits for one dataset's last
+    seed. Returns (key, final state name, error or None) per call, in order; a failed call's stage
+    runs it again and reports it.
+    """
+    futures = _submit_all(_cached_task(task, result_storage), calls, keys)
+    return [(key, fut.state.name, None if fut.state.is_completed() else fut.result(raise_on_failure=False))
+            for key, fut in zip(keys, futures, strict=True)]
+
+
 def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Path],
               result_storage: Path, keys: Sequence[str] | None = None) -> list[SeedResult]:
     """Submit ``task`` once per call, wait, publish every manifest into its ``out_dir``.
@@ -248,20 +289,9 @@ def run_tasks(task: Any, calls: Sequence[dict[str, Any]], out_dirs: Sequence[Pat
         rerun of a damaged cache hit is reported the same way, with its own key.
     """
     keys = list(keys) if keys is not None else [str(i) for i in range(len(calls))]
-    configured = task.with_options(result_storage=Path(result_storage), persist_result=True,
-                                   result_serializer="json", retries=len(RETRY_DELAYS_S),
-                                   retry_delay_seconds=list(RETRY_DELAYS_S), retry_condition_fn=_retry_transient)
-    futures = [configured.submit(**kw) for kw in calls]
-    from prefect.futures import as_completed
-
-    index = {id(f): k for f, k in zip(futures, keys, strict=True)}
-    for done, fut in enumerate(as_completed(futures), start=1):
-        fut.wait()  # records the final state in the future (its `state` would ask the API, which may lag)
-        if fut.state.is_completed():  # a failure is reported once, with its error, below
-            log.info("[%d/%d] %s finished%s", done, len(futures), index[id(fut)],
-                     " (cache hit)" if fut.state.name == "Cached" else "")
-    failed = [(key, fut.result(raise_on_failure=False)) for key, fut in zip(keys, futures, strict=True)
-              if not fut.state.is_completed()]
+    configured = _cached_task(task, result_storage)
+    futures = _submit_all(configured, calls, keys)
+    failed = _failures(futures, keys)
     if failed:
         raise task_failure(failed)
     manifests, states = [], []
@@ -369,13 +399,20 @@ def dask_task_runner(address: str | None, n_workers: int) -> Any:
                                           "host": "127.0.0.1", "dashboard_address": ":0"})
 
 
+#: Set to ``1`` by ``recourselab repro`` for stages whose tasks it has already run in one pool across datasets
+#: (see ``flows.pool``): their cache hits need no worker processes, so :func:`task_runner` gives threads.
+WARMED_ENV = "RECOURSELAB_TASKS_WARMED"
+
+
 def task_runner(orchestration: Any) -> Any:
-    """The Prefect task runner of an ``orchestration`` params section.
+    """The Prefect task runner of an ``orchestration`` params section (threads under :data:`WARMED_ENV`).
 
     Process workers log recourselab's records at this process's level (see :func:`worker_logging`).
     """
     from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
 
+    if os.environ.get(WARMED_ENV) == "1":  # the tasks are cache hits: no worker processes to start
+        return ThreadPoolTaskRunner(max_workers=orchestration.max_workers)
     address = dask_address(orchestration)
     if orchestration.task_runner == "dask" or address:
         return dask_task_runner(address, orchestration.max_workers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,9 +35,15 @@ def test_dvc_repro_tiny_profile_in_a_git_copy(tmp_path):
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
         _run(cmd, work, env)
     _run([*cli, "profile", "tiny"], work, env)
-    assert "profile: tiny" in (work / "params.yaml").read_text()
+    params = (work / "params.yaml").read_text()
+    assert "profile: tiny" in params
+    # two workers: `recourselab repro` runs each per-seed stage's tasks in one pool, then DVC runs the stage
+    (work / "params.yaml").write_text(params.replace("  max_workers: 1\n", "  max_workers: 2\n"))
 
     first = _run([*cli, "repro"], work, env)
+    assert "pool train_flow: 1 tasks of moons" in first.stderr
+    summary = first.stdout.split("== moons")[-1]
+    assert re.search(r"train_flow +ran in pool", summary) and re.search(r"discover +ran ", summary), summary
     assert "Running stage 'prepare@moons'" in first.stdout
     train = pd.read_parquet(work / "data/prepared/moons/seed=0/train.parquet")
     assert len(train) == 180 and set(train["y"]) == {0, 1}

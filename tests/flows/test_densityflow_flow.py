@@ -109,11 +109,10 @@ def test_missing_upstream_outputs_name_the_stage_to_run(tmp_path, params_factory
 
 def test_train_flow_keys_on_the_ensemble_only_with_a_lambda_grid(params_factory, monkeypatch, tmp_path):
     seen = []
-    monkeypatch.setattr(df_module, "run_seeds", lambda *a, **k: seen.append(a[-1]))
+    monkeypatch.setattr(df_module, "seed_calls", lambda *a, **k: seen.append(a[5]) or ([], []))
     for grid in ({}, {"lambda_cost": [0.2, 0.4]}):
         params = params_factory(datasets=["moons"], train_flow={"lambda_grid": grid})
-        df_module.training_flow.fn(dataset="moons", params=params, prepared_root=tmp_path, ensemble_root=tmp_path,
-                                     out_root=tmp_path, cache_root=tmp_path)
+        df_module.train_flow_calls(params, "moons", {"prepared": tmp_path, "ensemble": tmp_path}, tmp_path)
     assert seen == [["prepared"], ["prepared", "ensemble"]]  # re-tuning a member does not retrain without a grid
 
 

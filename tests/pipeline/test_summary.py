@@ -77,6 +77,24 @@ def test_stage_outcome_without_a_status_report():
         "ran (1 of 3 tasks cached)"
 
 
+def test_a_stage_whose_tasks_ran_in_a_pool_reports_the_pools_work(tmp_path):
+    pool = {"stage": "train_flow", "dataset": "moons", "status": "ok", "pool": True, "wall_s": 300.0,
+            "tasks": 3, "cache_hits": 1}
+    stage = {"status": "ok", "tasks": 3, "cache_hits": 3}
+    assert stage_outcome(stage, stale=True, run_ok=True, pool=pool) == "ran in pool (1 of 3 tasks cached)"
+    assert stage_outcome(stage, stale=True, run_ok=True, pool={**pool, "cache_hits": 3}) == "cached"
+    # a failed pool: the stage ran the tasks itself
+    assert stage_outcome({**stage, "cache_hits": 2}, stale=True, run_ok=True, pool={**pool, "status": "failed"}) \
+        == "ran (2 of 3 tasks cached)"
+    assert stage_outcome({"status": "failed"}, stale=True, run_ok=False, pool=pool) == "failed"
+    log = tmp_path / "run.jsonl"
+    append_stage_run(log, {**pool, "cache_hits": 0})
+    append_stage_run(log, {"stage": "train_flow", "dataset": "moons", **stage, "wall_s": 4.0})
+    text = render_summary(tmp_path / "metrics", ["moons"], ["train_flow"], read_run_log(log))
+    row = next(line for line in text.splitlines() if line.split()[:1] == ["train_flow"])
+    assert row.split()[1:] == ["ran", "in", "pool", "4.0", "s"]  # the stage's own wall time
+
+
 def test_read_run_log_skips_a_torn_line(tmp_path, caplog):
     log = tmp_path / "run.jsonl"
     append_stage_run(log, {"stage": "prepare", "dataset": "moons", "status": "ok", "wall_s": 1})

@@ -43,6 +43,12 @@ class OrchestrationParams(StrictModel):
         description="process: true parallelism for CPU-bound tasks; thread: no start-up cost; dask: prefect-dask's "
                     "DaskTaskRunner on the cluster at dask_address (else a LocalCluster of max_workers processes)",
     )
+    pool: bool = Field(
+        default=True,
+        description="`recourselab repro` runs each per-seed stage's tasks of every dataset in one pool of max_workers "
+                    "before DVC runs the stage (which then finds cache hits): no worker waits for a dataset's "
+                    "last seed. Same outputs; off: plain `dvc repro`",
+    )
     dask_address: str | None = Field(
         default=None,
         description="scheduler of an existing Dask cluster (tcp://host:8786) for task_runner dask; its workers "

@@ -126,26 +126,32 @@ def headline(metrics_dir: str | Path) -> dict[str, str]:
     return out
 
 
-def stage_outcome(record: Mapping[str, Any] | None, *, stale: bool | None, run_ok: bool) -> str:
+def stage_outcome(record: Mapping[str, Any] | None, *, stale: bool | None, run_ok: bool,
+                  pool: Mapping[str, Any] | None = None) -> str:
     """What one stage did for one dataset: ``failed``, ``cached`` (every task a cache hit), ``ran``
-    (with its cache hits, if any), ``up to date`` (DVC skipped it) or ``not run`` (stale, but the
-    run stopped before it).
+    (with its cache hits, if any; ``ran in pool`` when ``recourselab repro`` ran its tasks in one pool
+    across datasets first), ``up to date`` (DVC skipped it) or ``not run`` (stale, but the run stopped
+    before it).
 
     Parameters
     ----------
     record : its run-log record, or None when it did not run.
     stale : whether DVC reported it changed before the run (None: unknown).
     run_ok : whether the whole run succeeded.
+    pool : the run-log record of its pool (``"pool": true``), if any; its tasks count as the stage's.
     """
     if record is not None:
         if record.get("status") != "ok":
             return "failed"
+        where = "ran"
+        if pool is not None and pool.get("status") == "ok":
+            record, where = pool, "ran in pool"
         tasks, hits = record.get("tasks"), record.get("cache_hits")
         if isinstance(tasks, int) and isinstance(hits, int) and tasks:
             if hits == tasks:
                 return "cached"
-            return f"ran ({hits} of {tasks} tasks cached)" if hits else "ran"
-        return "ran"
+            return f"{where} ({hits} of {tasks} tasks cached)" if hits else where
+        return where
     if stale is False or (stale is None and run_ok):
         return "up to date"
     return "not run"
@@ -172,7 +178,8 @@ def render_summary(metrics_root: str | Path, datasets: Sequence[str], stages: Se
     metrics_root : ``data/metrics`` of the project.
     datasets : the pipeline's datasets, in order; datasets met only in ``runs`` follow them.
     stages : stage names in pipeline order.
-    runs : run-log records (:func:`read_run_log`); for a stage run twice, the last counts.
+    runs : run-log records (:func:`read_run_log`); for a stage run twice, the last counts (pool records
+        apart, see :func:`stage_outcome`). The wall time is the stage's own, its pool's not included.
     stale : ``<stage>@<dataset>`` names DVC reported changed before the run (None: unknown).
     run_ok : whether the run succeeded (a stage without a record then was up to date).
     wall_s : wall time of the whole run, printed last when given.
@@ -182,7 +189,8 @@ def render_summary(metrics_root: str | Path, datasets: Sequence[str], stages: Se
     str
         One block per dataset: headline results, then one row per stage (outcome, wall time).
     """
-    latest = {(r["stage"], r["dataset"]): r for r in runs}
+    latest = {(r["stage"], r["dataset"]): r for r in runs if not r.get("pool")}
+    pools = {(r["stage"], r["dataset"]): r for r in runs if r.get("pool")}
     names = list(dict.fromkeys([*datasets, *(r["dataset"] for r in runs)]))
     width = max([len(s) for s in stages] + [len(k) for k in headline(Path(metrics_root) / "-")])
     blocks = []
@@ -194,7 +202,7 @@ def render_summary(metrics_root: str | Path, datasets: Sequence[str], stages: Se
         for stage in stages:
             record = latest.get((stage, dataset))
             is_stale = None if stale is None else f"{stage}@{dataset}" in stale
-            outcome = stage_outcome(record, stale=is_stale, run_ok=run_ok)
+            outcome = stage_outcome(record, stale=is_stale, run_ok=run_ok, pool=pools.get((stage, dataset)))
             wall = _number(record.get("wall_s")) if record else None
             lines.append(f"  {stage:<{width}}  {outcome:<34}{format_seconds(wall) if wall is not None else '-'}")
         blocks.append("\n".join(lines))
