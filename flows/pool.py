@@ -2,19 +2,20 @@
 
 DVC runs one stage per dataset at a time, so each stage's 3 seeds on 2 workers leave one worker
 idle for the last seed, and each stage run starts its own worker processes. ``recourselab repro``
-(with ``orchestration.pool``) therefore runs, before each stage of :data:`POOLED`, that stage's tasks
-of every dataset DVC will rerun in one flow with ``orchestration.max_workers`` workers, longest
-first. The tasks land in the task cache (``orchestration.cache_dir``) under the same keys the stage
-computes, so the stage that DVC runs next finds cache hits and only publishes; its outputs, DVC's
-record and every byte are those of a run without the pool.
+(with ``orchestration.pool``) therefore runs, before each stage of :data:`POOLED`, that stage's
+tasks of every dataset DVC will rerun in one flow with ``orchestration.max_workers`` workers, the
+datasets with the most work first. The tasks land in the task cache (``orchestration.cache_dir``)
+under the keys the stage computes, so the stage that DVC runs next finds cache hits and only
+publishes: its outputs and DVC's record are the ones the stage alone would make.
 
-Run: ``python -m flows.pool STAGE DATASET [DATASET ...] [--params params.yaml]``.
+Run (in the project root): ``python -m flows.pool STAGE DATASET [DATASET ...] [--params params.yaml]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 import time
@@ -46,7 +47,7 @@ class Pooled:
     module : the flow module with the task and its calls builder.
     task, calls : names of the Prefect task and of ``calls(params, dataset, roots, cache_root) -> (calls, keys)``.
     roots : upstream folder of each root the calls read (the stage script's default paths).
-    weight : dataset -> how long its tasks run, relative (longest first); None: the ``datasets`` order.
+    weight : (params, dataset) -> how long its tasks run, relative (largest first); None: the ``datasets`` order.
     """
 
     module: str
@@ -62,20 +63,38 @@ class Pooled:
         return getattr(mod, self.task), getattr(mod, self.calls)
 
 
+def train_rows(params: Params, dataset: str) -> float:
+    """Rows of the dataset's prepared training split (first seed); 0 when it cannot be read."""
+    import pyarrow.parquet as pq
+
+    try:
+        return float(pq.ParquetFile(Path(PREPARED["prepared"]) / dataset / f"seed={params.seeds[0]}" /
+                                    "train.parquet").metadata.num_rows)
+    except (OSError, ValueError):
+        return 0.0
+
+
 def training_steps(params: Params, dataset: str) -> float:
-    """A dataset's ``train_flow.min_steps``: the datasets that train longest go first."""
-    return float(params.train_flow.for_dataset(dataset).min_steps)
+    """Optimizer steps of the dataset's DensityFlow fit: its epochs (at least ``min_steps`` steps) times
+    its batches per epoch."""
+    settings = params.train_flow.for_dataset(dataset)
+    rows = min(train_rows(params, dataset), settings.max_train_rows or math.inf)
+    batches = max(math.ceil(rows / settings.batch_size), 1)
+    return float(max(settings.epochs, math.ceil(settings.min_steps / batches)) * batches)
 
 
 #: The pooled stages, in DVC's order.
 POOLED: dict[str, Pooled] = {
-    "tune_ensemble": Pooled("flows.tune_ensemble", "tune_ensemble", "tune_ensemble_calls", PREPARED),
+    "tune_ensemble": Pooled("flows.tune_ensemble", "tune_ensemble", "tune_ensemble_calls", PREPARED, train_rows),
     "train_flow": Pooled("flows.densityflow", "train_flow", "train_flow_calls", UPSTREAM, training_steps),
-    "distill": Pooled("flows.densityflow", "distill", "distill_calls", {**UPSTREAM, "flow": "data/densityflow"}),
-    "generate": Pooled("flows.densityflow", "generate", "generate_calls", {**UPSTREAM, "flow": "data/distill"}),
+    "distill": Pooled("flows.densityflow", "distill", "distill_calls", {**UPSTREAM, "flow": "data/densityflow"},
+                      train_rows),
+    "generate": Pooled("flows.densityflow", "generate", "generate_calls", {**UPSTREAM, "flow": "data/distill"},
+                       train_rows),
     "ablate": Pooled("flows.ablate", "ablate", "ablate_calls",
-                     {**UPSTREAM, "flow": "data/densityflow", "recourse": "data/recourse"}),
-    "evaluate": Pooled("flows.evaluate", "evaluate", "evaluate_calls", {**UPSTREAM, "flow": "data/distill"}),
+                     {**UPSTREAM, "flow": "data/densityflow", "recourse": "data/recourse"}, train_rows),
+    "evaluate": Pooled("flows.evaluate", "evaluate", "evaluate_calls", {**UPSTREAM, "flow": "data/distill"},
+                       train_rows),
 }
 
 
@@ -88,7 +107,7 @@ def pooled(stage: str) -> Pooled:
 
 @flow(name="pool", validate_parameters=False)
 def pool_flow(stage: str, datasets: list[str], params: Params, cache_root: Path) -> dict[str, list[tuple[str, Any]]]:
-    """Run ``stage``'s tasks of every dataset of ``datasets`` into the task cache, longest datasets first.
+    """Run ``stage``'s tasks of every dataset of ``datasets`` into the task cache, the most work first.
 
     Runs in the project root (the upstream folders are relative to it, as in the stages). Returns,
     per dataset that has tasks, (final state name, error or None) of each of them.
