@@ -137,6 +137,47 @@ def summarize_models(per_model: dict[str, dict[int, dict[str, Any]]]) -> dict[st
                      "with min-max scaled numericals and one-hot categoricals; wall_time_s: seconds"}
 
 
+def discover_section(params: Params, dataset: str) -> dict[str, Any]:
+    """The task's settings for ``dataset``: ``discover`` without its model list and other datasets' overrides."""
+    section = params.discover.model_dump(mode="json")
+    section.pop("models")  # a task's key must not change when another model is added
+    section.pop("per_dataset")  # nor when another dataset's overrides change
+    section["solver"] = params.discover.solver_for(dataset).model_dump(mode="json")
+    return section
+
+
+def discover_calls(params: Params, dataset: str, roots: dict[str, Path], cache_root: Path,
+                   models: Sequence[str] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The task's calls and keys for every (seed, model of ``models``, default ``discover.models``) of
+    ``dataset`` (roots: prepared, ensemble).
+
+    Raises a clear error, before any task runs, when prepare's outputs are missing or the dataset's
+    actionability names features it does not have.
+    """
+    models = resolve_models(params, models)
+    section = discover_section(params, dataset)
+    code = code_fingerprint(*CODE)
+    n_threads = threads_per_task(params.orchestration)
+    calls, keys = [], []
+    for seed in params.seeds:
+        prepared_dir = Path(roots["prepared"]) / dataset / f"seed={seed}"
+        ensemble_dir = Path(roots["ensemble"]) / dataset / f"seed={seed}"
+        schema = load_prepared(prepared_dir).schema  # fail early, before any task runs
+        unknown = sorted(set(section["solver"]["actionability"]) - set(schema.feature_names))
+        if unknown:
+            raise ConfigError(f"discover actionability of dataset {dataset!r} names unknown features {unknown} "
+                              f"(set per dataset under discover.per_dataset.{dataset}.actionability); "
+                              f"its features: {', '.join(schema.feature_names)}")
+        prepared_key = dir_fingerprint(prepared_dir)
+        for model in models:
+            calls.append(dict(dataset=dataset, model=model, seed=seed, section=section,
+                              upstream=prepared_key + "+" + _member_fingerprint(ensemble_dir, model), code=code,
+                              staging_root=str(Path(cache_root) / "artifacts"), prepared_dir=str(prepared_dir),
+                              ensemble_dir=str(ensemble_dir), n_threads=n_threads))
+            keys.append(f"{dataset}/{model}/seed={seed}")
+    return calls, keys
+
+
 @flow(name=STEP, validate_parameters=False)
 def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_root: Path, out_root: Path,
                   metrics_root: Path, cache_root: Path, models: Sequence[str] | None = None) -> list[SeedResult]:
@@ -147,39 +188,21 @@ def discover_flow(dataset: str, params: Params, prepared_root: Path, ensemble_ro
     current params and code (others are named in a warning and left out).
     """
     models = resolve_models(params, models)
-    section = params.discover.model_dump(mode="json")
-    section.pop("models")  # a task's key must not change when another model is added
-    section.pop("per_dataset")  # nor when another dataset's overrides change
-    section["solver"] = params.discover.solver_for(dataset).model_dump(mode="json")
+    section = discover_section(params, dataset)
     dropped = sorted(set(params.discover.solver.actionability) - set(section["solver"]["actionability"]))
     if dropped:  # a dataset's own actionability mapping replaces the common one, it does not extend it
         log.warning("discover.per_dataset.%s.actionability replaces discover.solver.actionability for %s: the "
                     "common rules for %s do not apply there (repeat them in the dataset's entry)",
                     dataset, dataset, dropped)
-    code = code_fingerprint(*CODE)
-    n_threads = threads_per_task(params.orchestration)
-    calls, out_dirs, keys, prepared_keys = [], [], [], {}
-    for seed in params.seeds:
-        prepared_dir = Path(prepared_root) / dataset / f"seed={seed}"
-        ensemble_dir = Path(ensemble_root) / dataset / f"seed={seed}"
-        schema = load_prepared(prepared_dir).schema  # fail early, before any task runs
-        unknown = sorted(set(section["solver"]["actionability"]) - set(schema.feature_names))
-        if unknown:
-            raise ConfigError(f"discover actionability of dataset {dataset!r} names unknown features {unknown} "
-                              f"(set per dataset under discover.per_dataset.{dataset}.actionability); "
-                              f"its features: {', '.join(schema.feature_names)}")
-        prepared_key = prepared_keys[seed] = dir_fingerprint(prepared_dir)
-        for model in models:
-            calls.append(dict(dataset=dataset, model=model, seed=seed, section=section,
-                              upstream=prepared_key + "+" + _member_fingerprint(ensemble_dir, model), code=code,
-                              staging_root=str(Path(cache_root) / "artifacts"), prepared_dir=str(prepared_dir),
-                              ensemble_dir=str(ensemble_dir), n_threads=n_threads))
-            out_dirs.append(Path(out_root) / dataset / model / f"seed={seed}")
-            keys.append(f"{dataset}/{model}/seed={seed}")
+    calls, keys = discover_calls(params, dataset, {"prepared": Path(prepared_root), "ensemble": Path(ensemble_root)},
+                                 cache_root, models)
+    out_dirs = [Path(out_root) / dataset / call["model"] / f"seed={call['seed']}" for call in calls]
     results = run_tasks(discover, calls, out_dirs, Path(cache_root) / "results", keys=keys)
 
     per_model: dict[str, dict[int, dict[str, Any]]] = {}
-    current = {"params_hash": section_hash(section), "code_hash": code, "n_threads": n_threads}
+    current = {"params_hash": section_hash(section), "code_hash": code_fingerprint(*CODE),
+               "n_threads": threads_per_task(params.orchestration)}
+    prepared_keys = {s: dir_fingerprint(Path(prepared_root) / dataset / f"seed={s}") for s in params.seeds}
     for model in params.discover.models:
         folders = {s: Path(out_root) / dataset / model / f"seed={s}" for s in params.seeds}
         if not all((f / "metrics.json").is_file() for f in folders.values()):

@@ -93,6 +93,7 @@ POOLED: dict[str, Pooled] = {
                        train_rows),
     "ablate": Pooled("flows.ablate", "ablate", "ablate_calls",
                      {**UPSTREAM, "flow": "data/densityflow", "recourse": "data/recourse"}, train_rows),
+    "discover": Pooled("flows.discover", "discover", "discover_calls", UPSTREAM, train_rows),
     "evaluate": Pooled("flows.evaluate", "evaluate", "evaluate_calls", {**UPSTREAM, "flow": "data/distill"},
                        train_rows),
 }

@@ -202,7 +202,7 @@ def pop_option(args: list[str], name: str) -> tuple[list[str], str | None]:
 
 
 #: The stages whose per-seed tasks ``recourselab repro`` runs in one pool across datasets (``flows.pool``).
-POOLED_STAGES = ("tune_ensemble", "train_flow", "distill", "generate", "ablate", "evaluate")
+POOLED_STAGES = ("tune_ensemble", "train_flow", "distill", "generate", "ablate", "discover", "evaluate")
 
 
 def pooled_repro(dvc: list[str], root: Path, env: dict[str, str]) -> int:

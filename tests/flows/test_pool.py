@@ -20,8 +20,8 @@ from tests.conftest import REPO_ROOT
 
 
 def test_unknown_stage_lists_the_pooled_ones():
-    with pytest.raises(ConfigError, match="stage 'discover' has no pool; pooled stages: tune_ensemble, train_flow"):
-        pooled("discover")
+    with pytest.raises(ConfigError, match="stage 'summary' has no pool; pooled stages: tune_ensemble, train_flow"):
+        pooled("summary")
 
 
 def test_the_pooled_stages_are_the_ones_repro_pools_in_dvcs_order():
@@ -33,7 +33,8 @@ def test_the_pooled_stages_are_the_ones_repro_pools_in_dvcs_order():
 #: The flow function each stage script hands its roots to (the script imports it when it runs).
 RUNNERS = {"tune_ensemble": ("flows.tune_ensemble", "run_tune_ensemble"), "train_flow": ("flows.densityflow", "run"),
            "distill": ("flows.densityflow", "run"), "generate": ("flows.densityflow", "run"),
-           "ablate": ("flows.ablate", "run"), "evaluate": ("flows.evaluate", "run")}
+           "ablate": ("flows.ablate", "run"), "discover": ("flows.discover", "run_discover"),
+           "evaluate": ("flows.evaluate", "run")}
 
 
 @pytest.mark.parametrize("stage", list(POOLED))
