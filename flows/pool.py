@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ class Pooled:
     task: str
     calls: str
     roots: dict[str, str]
-    weight: Callable[[Params, str], float] | None = field(default=None)
+    weight: Callable[[Params, str], float] | None = None
 
     def load(self) -> tuple[Any, Calls]:
         import importlib

@@ -201,6 +201,11 @@ def pop_option(args: list[str], name: str) -> tuple[list[str], str | None]:
     return rest, value
 
 
+def runs_a_stage(stale: set[str] | None) -> bool:
+    """Whether ``dvc repro`` has work beyond the always-changed ``inputs`` stages (True when unknown)."""
+    return stale is None or any(not name.startswith("inputs@") for name in stale)
+
+
 #: The stages whose per-seed tasks ``recourselab repro`` runs in one pool across datasets (``flows.pool``).
 POOLED_STAGES = ("tune_ensemble", "train_flow", "distill", "generate", "ablate", "discover", "evaluate")
 
@@ -232,8 +237,7 @@ def pooled_repro(dvc: list[str], root: Path, env: dict[str, str]) -> int:
             if pooled == 0:
                 step_env = {**env, WARMED_ENV: "1"}
         code, _ = _child([*dvc, "repro", "--single-item", stage], root, step_env)
-    rest = stale_stages(dvc, root, env) if code == 0 else set()
-    if rest is None or any(not name.startswith("inputs@") for name in rest):
+    if code == 0 and runs_a_stage(stale_stages(dvc, root, env)):
         code, _ = _child([*dvc, "repro"], root, env)
     return code
 
@@ -266,8 +270,8 @@ def repro(dvc_args: list[str]) -> int:
     try:
         with _stop_on_signals():
             stale = stale_stages(dvc, root, env)
-            pool = (params.orchestration.pool and params.orchestration.max_workers > 1 and not dvc_args
-                    and (stale is None or any(not name.startswith("inputs@") for name in stale)))
+            pool = params.orchestration.pool and params.orchestration.max_workers > 1 and not dvc_args \
+                and runs_a_stage(stale)
 
             def run(run_env: dict[str, str]) -> int:
                 if pool:
